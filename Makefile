@@ -1,0 +1,37 @@
+# Two entry points matter (see README): `make demo` and `make test`.
+# Both create the virtualenv .venv on first use; nothing needs installing by hand.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## Run the built-in demo agent in a host and attach to it (Ctrl-C detaches).
+demo: $(STAMP)
+	$(VENV)/bin/agenthost demo
+
+## Everything CI checks: lint, types, the whole test suite.
+test: lint typecheck
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+## The throughput / latency / memory / start-up harness (writes docs/performance.md).
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

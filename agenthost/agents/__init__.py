@@ -1,0 +1,28 @@
+"""Agent adapters: how each agent CLI speaks (see :mod:`agenthost.agents.base`)."""
+
+from __future__ import annotations
+
+from agenthost.agents.base import Adapter
+from agenthost.agents.demo import DemoAdapter
+from agenthost.agents.lines import LinesAdapter
+from agenthost.errors import ConfigError
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    DemoAdapter.kind: DemoAdapter,
+    LinesAdapter.kind: LinesAdapter,
+}
+DEFAULT_AGENT = DemoAdapter.kind
+
+
+def make_adapter(kind: str) -> Adapter:
+    """A new adapter instance for an agent kind; ConfigError for an unknown kind."""
+    try:
+        return ADAPTERS[kind]()
+    except KeyError:
+        raise ConfigError(
+            f"unknown agent kind {kind!r}",
+            hint="choose one of: " + ", ".join(sorted(ADAPTERS)),
+        ) from None
+
+
+__all__ = ["ADAPTERS", "DEFAULT_AGENT", "Adapter", "make_adapter"]

@@ -1,0 +1,108 @@
+"""The adapter interface: how one agent CLI speaks. Sans-IO.
+
+An adapter builds the agent's command line, turns each line the agent prints into
+adapter events (which the host numbers and publishes), and formats user input for the
+agent's stdin. It never touches a pipe: the host feeds it lines and writes what it
+returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agenthost.protocol import AgentState
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A line (or a chunk of an over-long line) as the agent printed it."""
+
+    data: str
+    stream: str = "stdout"
+    continued: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    """A chat history entry (HistoryEntry fields, without timestamp and offset)."""
+
+    entry: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """The agent's state changed."""
+
+    state: AgentState
+
+
+@dataclass(frozen=True, slots=True)
+class InfoUpdate:
+    """New values for additive AgentInfo fields (session_id, model, cost_usd, ...)."""
+
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorNote:
+    """Something the host must report as an ``error`` event (e.g. an unparseable line)."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The end of a turn: duration, cost, usage, as the agent reported them."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+AdapterEvent = Output | Chat | StateChange | InfoUpdate | ErrorNote | TurnResult
+
+
+class Adapter:
+    """Base class of agent adapters. Subclasses set ``kind`` and override what differs.
+
+    The defaults describe a plain line-oriented program: every stdout line is an
+    ``output`` event and input is written as one line.
+    """
+
+    kind: ClassVar[str] = "base"
+    passthrough: ClassVar[bool] = True
+    """True when every stdout line is only an ``output`` event (lets the host skip
+    building adapter events on the hot path)."""
+    max_line_bytes: ClassVar[int] = 1 << 20
+    """Longer stdout lines are delivered in chunks (``continued`` output events)."""
+
+    def build_command(self, command: Sequence[str]) -> list[str]:
+        """The argv to run, given what the user put after ``--``."""
+        return list(command)
+
+    def environment(self) -> dict[str, str]:
+        """Extra environment variables for the agent."""
+        return {}
+
+    def initial_state(self) -> AgentState:
+        """The state right after the agent process started."""
+        return AgentState.RUNNING
+
+    def parse_line(self, line: str) -> list[AdapterEvent]:
+        """Events for one complete stdout line (newline removed)."""
+        return [Output(line)]
+
+    def parse_fragment(self, chunk: str, continued: bool) -> list[AdapterEvent]:
+        """Events for a chunk of an over-long stdout line.
+
+        ``continued`` is true on every chunk but the last one of the line.
+        """
+        return [Output(chunk, continued=continued)]
+
+    def encode_input(self, text: str) -> bytes:
+        """The bytes to write to the agent's stdin for a user message."""
+        return text.encode() if text.endswith("\n") else (text + "\n").encode()
+
+    def on_send(self, text: str) -> list[AdapterEvent]:
+        """Events caused by sending ``text`` (after the user chat entry is recorded)."""
+        return []

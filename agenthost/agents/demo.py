@@ -1,0 +1,65 @@
+"""The ``demo`` adapter: the built-in scripted agent, no API key needed.
+
+The demo agent (:mod:`agenthost.agents.demo_agent`) runs as a real subprocess and
+speaks Claude Code's stream-json dialect, so it exercises the same supervision path,
+parser, states and history as a real agent.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import ClassVar
+
+from agenthost.agents.base import Adapter, AdapterEvent, StateChange
+from agenthost.agents.streamjson import StreamJsonParser, user_message
+from agenthost.protocol import AgentState
+
+
+class StreamJsonAdapter(Adapter):
+    """Common part of adapters whose agent speaks stream-json on stdin and stdout.
+
+    State: ``idle`` while no turn is pending, ``running`` from a send until the
+    ``result`` of the last turn sent (messages sent during a turn queue up in the agent).
+    """
+
+    passthrough: ClassVar[bool] = False
+    max_line_bytes: ClassVar[int] = 8 << 20
+
+    def __init__(self) -> None:
+        self.parser = StreamJsonParser()
+        self._pending_turns = 0
+
+    def initial_state(self) -> AgentState:
+        return AgentState.IDLE
+
+    def parse_line(self, line: str) -> list[AdapterEvent]:
+        events = self.parser.parse(line)
+        if any(isinstance(e, StateChange) and e.state is AgentState.IDLE for e in events):
+            self._pending_turns = max(0, self._pending_turns - 1)
+            if self._pending_turns:
+                events = [
+                    e
+                    for e in events
+                    if not (isinstance(e, StateChange) and e.state is AgentState.IDLE)
+                ]
+        return events
+
+    def encode_input(self, text: str) -> bytes:
+        return user_message(text, self.parser.session_id)
+
+    def on_send(self, text: str) -> list[AdapterEvent]:
+        self._pending_turns += 1
+        return [StateChange(AgentState.RUNNING)]
+
+
+class DemoAdapter(StreamJsonAdapter):
+    """Runs ``python -m agenthost.agents.demo_agent`` plus any arguments after ``--``."""
+
+    kind = "demo"
+
+    def build_command(self, command: Sequence[str]) -> list[str]:
+        return [sys.executable, "-m", "agenthost.agents.demo_agent", *command]
+
+    def environment(self) -> dict[str, str]:
+        return {"PYTHONUNBUFFERED": "1"}

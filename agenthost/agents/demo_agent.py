@@ -1,0 +1,308 @@
+"""The built-in demo agent: a scripted stand-in for Claude Code, no API key needed.
+
+Run as ``python -m agenthost.agents.demo_agent [--pace SECONDS]``. It reads
+stream-json user messages on stdin, one JSON object per line, and answers each with
+what Claude Code prints in ``-p --input-format stream-json --output-format
+stream-json`` mode: a ``system``/``init`` line, assistant text, a ``Bash`` tool call,
+the tool's result, a final assistant text and a ``result`` line with usage and cost.
+The "tool" is computed in-process; nothing is executed.
+
+Like the real CLI, it exits with status 1 on a stdin line that is not JSON, and with
+status 0 at end of input. Messages starting with ``/`` are demo commands (``/help``
+lists them); the test suite uses them to make the agent flood, fail, hang or crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from typing import Any
+
+MODEL = "demo-1"
+TOOLS = ["Bash", "Read", "Edit", "Write", "Glob", "Grep"]
+HELP = """I am the agenthost demo agent. Say anything and I will count your words with a \
+(simulated) Bash tool call. Commands:
+/help            this text
+/flood N         print N assistant messages as fast as possible
+/sleep S         a turn that takes S seconds
+/error           a turn that ends with an API error result
+/stderr TEXT     print TEXT on stderr, then answer normally
+/exit [CODE]     exit with CODE (default 0)
+/signal NAME     kill myself with a signal (e.g. KILL, TERM)"""
+
+
+class Demo:
+    """One demo agent session."""
+
+    def __init__(self, pace: float) -> None:
+        self.pace = pace
+        self.session_id = str(uuid.uuid4())
+        self.counter = 0
+        self.cost = 0.0
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    def wait(self, factor: float = 1.0) -> None:
+        if self.pace > 0:
+            time.sleep(self.pace * factor)
+
+    def next_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}_demo_{self.counter:04d}"
+
+    def assistant(self, content: list[dict[str, Any]]) -> None:
+        self.emit(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": self.next_id("msg"),
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL,
+                    "content": content,
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 5},
+                },
+                "parent_tool_use_id": None,
+                "session_id": self.session_id,
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    def tool_result(self, tool_id: str, text: str, is_error: bool = False) -> None:
+        self.emit(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {
+                            "tool_use_id": tool_id,
+                            "type": "tool_result",
+                            "content": text,
+                            "is_error": is_error,
+                        }
+                    ],
+                },
+                "parent_tool_use_id": None,
+                "session_id": self.session_id,
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    def result(self, text: str, started: float, turns: int, *, error: bool = False) -> None:
+        in_tokens, out_tokens = 20 * turns, 5 * turns + len(text.split())
+        cost = round((in_tokens * 3 + out_tokens * 15) / 1_000_000, 6)
+        self.cost += cost
+        duration = int((time.monotonic() - started) * 1000)
+        self.emit(
+            {
+                "type": "result",
+                "subtype": "error_during_execution" if error else "success",
+                "is_error": error,
+                "duration_ms": duration,
+                "duration_api_ms": duration,
+                "num_turns": turns,
+                "result": text,
+                "session_id": self.session_id,
+                "total_cost_usd": round(self.cost, 6),  # like Claude: for the session
+                "usage": {
+                    "input_tokens": in_tokens,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": out_tokens,
+                },
+                "permission_denials": [],
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    def init(self) -> None:
+        self.emit(
+            {
+                "type": "system",
+                "subtype": "init",
+                "cwd": os.getcwd(),
+                "session_id": self.session_id,
+                "tools": TOOLS,
+                "mcp_servers": [],
+                "model": MODEL,
+                "permissionMode": "default",
+                "apiKeySource": "none",
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    # --- turns -------------------------------------------------------------------
+
+    def turn(self, text: str) -> None:
+        started = time.monotonic()
+        self.init()
+        command, _, arg = text.strip().partition(" ")
+        handler = COMMANDS.get(command) if command.startswith("/") else None
+        if handler is not None:
+            handler(self, arg.strip(), started)
+        else:
+            self.normal_turn(text, started)
+
+    def normal_turn(self, text: str, started: float) -> None:
+        self.wait()
+        self.assistant([{"type": "text", "text": "Let me count the words in your message."}])
+        self.wait()
+        tool_id = self.next_id("toolu")
+        self.assistant(
+            [
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": "Bash",
+                    "input": {"command": "wc -w", "description": "Count the words"},
+                }
+            ]
+        )
+        self.wait(2)
+        words = len(text.split())
+        self.tool_result(tool_id, str(words))
+        self.wait()
+        answer = f'You said "{_clip(text)}". That is {words} word{"s" if words != 1 else ""}.'
+        self.assistant([{"type": "text", "text": answer}])
+        self.result(answer, started, 2)
+
+    def cmd_help(self, arg: str, started: float) -> None:
+        self.assistant([{"type": "text", "text": HELP}])
+        self.result(HELP, started, 1)
+
+    def cmd_flood(self, arg: str, started: float) -> None:
+        count = _int(arg, 100)
+        for i in range(1, count + 1):
+            self.assistant([{"type": "text", "text": f"flood {i}/{count}"}])
+        self.result(f"flooded {count}", started, 1)
+
+    def cmd_sleep(self, arg: str, started: float) -> None:
+        seconds = _float(arg, 5.0)
+        tool_id = self.next_id("toolu")
+        self.assistant(
+            [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": arg}}]
+        )
+        time.sleep(seconds)
+        self.tool_result(tool_id, "")
+        self.assistant([{"type": "text", "text": f"Slept {seconds:g}s."}])
+        self.result(f"slept {seconds:g}s", started, 2)
+
+    def cmd_error(self, arg: str, started: float) -> None:
+        self.result("API Error: 500 demo failure", started, 1, error=True)
+
+    def cmd_stderr(self, arg: str, started: float) -> None:
+        print(arg, file=sys.stderr, flush=True)
+        self.normal_turn(arg, started)
+
+    def cmd_exit(self, arg: str, started: float) -> None:
+        sys.stdout.flush()
+        os._exit(_int(arg, 0))
+
+    def cmd_signal(self, arg: str, started: float) -> None:
+        name = arg.upper() or "KILL"
+        sig = getattr(signal, name if name.startswith("SIG") else "SIG" + name, signal.SIGKILL)
+        sys.stdout.flush()
+        os.kill(os.getpid(), sig)
+
+
+COMMANDS = {
+    "/help": Demo.cmd_help,
+    "/flood": Demo.cmd_flood,
+    "/sleep": Demo.cmd_sleep,
+    "/error": Demo.cmd_error,
+    "/stderr": Demo.cmd_stderr,
+    "/exit": Demo.cmd_exit,
+    "/signal": Demo.cmd_signal,
+}
+
+
+def _int(text: str, default: int) -> int:
+    try:
+        return max(0, int(text))
+    except ValueError:
+        return default
+
+
+def _float(text: str, default: float) -> float:
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        return default
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def message_text(obj: dict[str, Any]) -> str | None:
+    """The text of a stream-json user message, or None if it is not one."""
+    message = obj.get("message")
+    if obj.get("type") != "user" or not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        )
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="demo_agent", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--pace",
+        type=float,
+        default=float(os.environ.get("AGENTHOST_DEMO_PACE", "0.3")),
+        help="seconds between the steps of a turn (default 0.3, env AGENTHOST_DEMO_PACE)",
+    )
+    args = parser.parse_args(argv)
+    # Like a well-behaved agent, finish cleanly on SIGTERM (exit status 0).
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(0))
+    demo = Demo(max(0.0, args.pace))
+    for raw in sys.stdin.buffer:
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            print(f"Error: stdin line is not valid JSON: {line[:200]!r}", file=sys.stderr)
+            return 1
+        if not isinstance(obj, dict):
+            print("Error: stdin message must be a JSON object", file=sys.stderr)
+            return 1
+        if obj.get("type") == "control_request":
+            demo.emit(
+                {
+                    "type": "control_response",
+                    "response": {
+                        "subtype": "success",
+                        "request_id": obj.get("request_id"),
+                        "response": {},
+                    },
+                }
+            )
+            continue
+        text = message_text(obj)
+        if text is None:
+            print(f"Error: unsupported message type {obj.get('type')!r}", file=sys.stderr)
+            continue
+        demo.turn(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

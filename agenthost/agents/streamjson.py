@@ -1,0 +1,256 @@
+"""Claude Code's stream-json dialect: parse its stdout lines, format user messages.
+
+Used by the ``demo`` adapter (the built-in agent speaks this dialect) and by the
+Claude Code adapter. Sans-IO and defensive: a line that is not JSON, a message of an
+unknown type, a content block of an unknown kind or a field of the wrong type yields an
+``output`` event (and, for non-JSON, an error note) and never an exception.
+
+What each line becomes (the raw line is always kept as an ``output`` event first):
+
+============================  =================================================
+``system`` ``init``           session_id and model into AgentInfo
+``assistant`` text block      chat entry, role ``assistant``
+``assistant`` tool_use block  chat entry, role ``tool``: tool_name, a short
+                              ``tool_input`` summary, the full ``input``,
+                              ``tool_use_id``
+``assistant`` thinking block  nothing (kept out of history)
+``user`` tool_result block    chat entry, role ``tool``: ``tool_result``,
+                              ``tool_use_id``, ``is_error``, tool_name of the call
+``result``                    a ``result`` event, state ``idle``, cost and
+                              usage into AgentInfo, last_error on an error result
+============================  =================================================
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from agenthost.agents.base import (
+    AdapterEvent,
+    Chat,
+    ErrorNote,
+    InfoUpdate,
+    Output,
+    StateChange,
+    TurnResult,
+)
+from agenthost.protocol import AgentState
+
+SUMMARY_MAX: Final = 200
+
+# tool name -> input keys whose value best summarises a call, first present wins
+_SUMMARY_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "Bash": ("command",),
+    "BashOutput": ("bash_id",),
+    "KillShell": ("shell_id",),
+    "Read": ("file_path",),
+    "Write": ("file_path",),
+    "Edit": ("file_path",),
+    "MultiEdit": ("file_path",),
+    "NotebookEdit": ("notebook_path",),
+    "Glob": ("pattern",),
+    "Grep": ("pattern",),
+    "WebFetch": ("url",),
+    "WebSearch": ("query",),
+    "Task": ("description", "prompt"),
+    "exec_command": ("command", "cmd"),
+}
+
+
+def summarize_tool_input(name: str, tool_input: Any) -> str:
+    """A short, readable, single-line summary of a tool call's input."""
+    if not isinstance(tool_input, dict):
+        return _clip(_compact(tool_input))
+    for key in _SUMMARY_KEYS.get(name, ()):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return _clip(value)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return _clip(" ".join(value))
+    if name == "TodoWrite" and isinstance(tool_input.get("todos"), list):
+        return f"{len(tool_input['todos'])} todos"
+    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return _clip(value)
+    return _clip(_compact(tool_input))
+
+
+def content_text(content: Any) -> str:
+    """Text of a message or tool-result content: a string or a list of blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                if isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+                elif block.get("type") == "image":
+                    parts.append("[image]")
+        return "\n".join(parts)
+    if content is None:
+        return ""
+    return _compact(content)
+
+
+def user_message(text: str, session_id: str | None = None) -> bytes:
+    """A stream-json user message line for the agent's stdin (always valid JSON)."""
+    msg: dict[str, Any] = {
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+        "parent_tool_use_id": None,
+        "session_id": session_id or "default",
+    }
+    return (json.dumps(msg, ensure_ascii=True) + "\n").encode()
+
+
+class StreamJsonParser:
+    """Stateful parser of one agent's stream-json stdout."""
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self._tool_names: dict[str, str] = {}  # tool_use_id -> tool name
+        self._turns = 0
+
+    def parse(self, line: str) -> list[AdapterEvent]:
+        """Events for one stdout line; the first is always the raw line."""
+        events: list[AdapterEvent] = [Output(line)]
+        stripped = line.strip()
+        if not stripped:
+            return events
+        try:
+            obj = json.loads(stripped)
+        except (ValueError, RecursionError):
+            events.append(ErrorNote(f"agent printed a line that is not JSON: {_clip(stripped)}"))
+            return events
+        if not isinstance(obj, dict):
+            return events
+        handler = _HANDLERS.get(obj.get("type"))  # type: ignore[arg-type]
+        if handler is not None:
+            events.extend(handler(self, obj))
+        return events
+
+    # --- handlers ------------------------------------------------------------------
+
+    def _system(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        if obj.get("subtype") != "init":
+            return []
+        fields: dict[str, Any] = {}
+        if isinstance(obj.get("session_id"), str):
+            self.session_id = obj["session_id"]
+            fields["session_id"] = obj["session_id"]
+        if isinstance(obj.get("model"), str):
+            fields["model"] = obj["model"]
+        return [InfoUpdate(fields)] if fields else []
+
+    def _assistant(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            return []
+        content = message.get("content")
+        if isinstance(content, str):
+            return [Chat({"role": "assistant", "content": content})] if content else []
+        if not isinstance(content, list):
+            return []
+        events: list[AdapterEvent] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
+                events.append(Chat({"role": "assistant", "content": block["text"]}))
+            elif kind in ("tool_use", "server_tool_use"):
+                events.append(self._tool_use(block))
+        return events
+
+    def _tool_use(self, block: dict[str, Any]) -> Chat:
+        name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+        tool_input = block.get("input")
+        entry: dict[str, Any] = {
+            "role": "tool",
+            "tool_name": name,
+            "tool_input": summarize_tool_input(str(name), tool_input),
+        }
+        if isinstance(tool_input, dict):
+            entry["input"] = tool_input
+        tool_id = block.get("id")
+        if isinstance(tool_id, str):
+            entry["tool_use_id"] = tool_id
+            self._tool_names[tool_id] = str(name)
+            if len(self._tool_names) > 10_000:  # bound memory on endless sessions
+                self._tool_names.pop(next(iter(self._tool_names)))
+        return Chat(entry)
+
+    def _user(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            # a plain user text is our own send echoed back: already recorded
+            return []
+        events: list[AdapterEvent] = []
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            entry: dict[str, Any] = {
+                "role": "tool",
+                "tool_result": content_text(block.get("content")),
+                "is_error": bool(block.get("is_error", False)),
+            }
+            tool_id = block.get("tool_use_id")
+            if isinstance(tool_id, str):
+                entry["tool_use_id"] = tool_id
+                name = self._tool_names.pop(tool_id, None)
+                if name is not None:
+                    entry["tool_name"] = name
+            events.append(Chat(entry))
+        return events
+
+    def _result(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        self._turns += 1
+        result: dict[str, Any] = {}
+        for key in ("subtype", "is_error", "duration_ms", "duration_api_ms", "num_turns"):
+            if key in obj and isinstance(obj[key], str | int | float | bool):
+                result[key] = obj[key]
+        cost = obj.get("total_cost_usd", obj.get("cost_usd"))
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            result["cost_usd"] = cost
+        if isinstance(obj.get("usage"), dict):
+            result["usage"] = obj["usage"]
+        if isinstance(obj.get("session_id"), str):
+            self.session_id = obj["session_id"]
+            result["session_id"] = obj["session_id"]
+        info: dict[str, Any] = {"turns": self._turns}
+        for key in ("cost_usd", "usage", "session_id"):
+            if key in result:
+                info[key] = result[key]
+        is_error = obj.get("is_error") is True or str(obj.get("subtype", "")).startswith("error")
+        if is_error:
+            text = obj.get("result")
+            info["last_error"] = (
+                _clip(text) if isinstance(text, str) and text else str(obj.get("subtype"))
+            )
+        return [TurnResult(result), InfoUpdate(info), StateChange(AgentState.IDLE)]
+
+
+_HANDLERS: Final = {
+    "system": StreamJsonParser._system,
+    "assistant": StreamJsonParser._assistant,
+    "user": StreamJsonParser._user,
+    "result": StreamJsonParser._result,
+}
+
+
+def _compact(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return repr(value)
+
+
+def _clip(text: str, limit: int = SUMMARY_MAX) -> str:
+    text = " ".join(text.split()) if "\n" in text or "\t" in text else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"

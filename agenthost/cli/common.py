@@ -1,0 +1,157 @@
+"""What every command shares: options, JSON output, errors and exit codes."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+import click
+
+from agenthost.errors import (
+    AgentHostError,
+    AgentNotRunning,
+    Busy,
+    ConfigError,
+    Forbidden,
+    HostAlreadyRunning,
+    HostNotFound,
+    NotConnected,
+    ProtocolError,
+    RequestTimeout,
+)
+from agenthost.paths import agent_id_from_socket, hosts_dir, resolve_home
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Exit(IntEnum):
+    """Exit statuses of the ``agenthost`` command (stable, documented in docs/cli.md)."""
+
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    NO_HOST = 3
+    AGENT_NOT_RUNNING = 4
+    PROTOCOL = 5
+    BUSY = 6
+    FORBIDDEN = 7
+    TIMEOUT = 8
+
+
+def exit_code_for(exc: AgentHostError) -> Exit:
+    """The exit status for an error (most specific class first)."""
+    for cls, code in (
+        (HostNotFound, Exit.NO_HOST),
+        (NotConnected, Exit.NO_HOST),
+        (AgentNotRunning, Exit.AGENT_NOT_RUNNING),
+        (HostAlreadyRunning, Exit.BUSY),
+        (Busy, Exit.BUSY),
+        (Forbidden, Exit.FORBIDDEN),
+        (RequestTimeout, Exit.TIMEOUT),
+        (ConfigError, Exit.USAGE),
+        (ProtocolError, Exit.PROTOCOL),
+    ):
+        if isinstance(exc, cls):
+            return code
+    return Exit.ERROR
+
+
+def home_option(func: Callable[P, R]) -> Callable[P, R]:
+    """``--home DIR`` (default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost)."""
+    return click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="State directory (default $AGENTHOST_HOME, else ~/.local/state/agenthost).",
+    )(func)
+
+
+def json_option(func: Callable[P, R]) -> Callable[P, R]:
+    """``--json``: machine-readable output on stdout."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
+
+
+def print_json(obj: Any) -> None:
+    """One JSON document on stdout."""
+    click.echo(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
+
+
+def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoReturn:
+    """Report an error (with its hint) and exit with its status."""
+    code = exit_code_for(exc)
+    hint = exc.hint
+    if isinstance(exc, HostNotFound) and home is not None:
+        hint = _did_you_mean(exc, home) or hint
+    if as_json:
+        body = {"ok": False, "error": exc.message, "code": str(exc.code), "exit_code": int(code)}
+        if hint:
+            body["hint"] = hint
+        print_json(body)
+    else:
+        click.echo(f"agenthost: error: {exc.message}", err=True)
+        if hint:
+            click.echo(f"agenthost: hint: {hint}", err=True)
+    sys.exit(int(code))
+
+
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn agenthost errors into a message and a documented exit status."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except AgentHostError as exc:
+            home = kwargs.get("home")
+            fail(
+                exc,
+                as_json=bool(kwargs.get("as_json")),
+                home=resolve_home(home) if isinstance(home, Path | None) else None,
+            )
+
+    return wrapper
+
+
+_AGENT_HINT: dict[str, str] = {}
+
+
+def _did_you_mean(exc: HostNotFound, home: Path) -> str | None:
+    agent_id = _AGENT_HINT.get("agent_id")
+    try:
+        known = sorted(
+            a for p in hosts_dir(home).iterdir() if (a := agent_id_from_socket(p)) is not None
+        )
+    except OSError:
+        known = []
+    if agent_id is None:
+        return None
+    close = difflib.get_close_matches(agent_id, known, n=3, cutoff=0.6)
+    if close:
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    if known:
+        return "running agents: " + ", ".join(known[:10]) + (" ..." if len(known) > 10 else "")
+    return "no host is running; start one with `agenthost serve --agent-id ID`"
+
+
+def remember_agent_id(agent_id: str) -> str:
+    """Record the agent id a command is about, for "did you mean" hints."""
+    _AGENT_HINT["agent_id"] = agent_id
+    return agent_id
+
+
+def use_color(stream: Any = None) -> bool:
+    """Colours only on a terminal, and never with NO_COLOR set (https://no-color.org)."""
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())

@@ -1,0 +1,189 @@
+"""Human-readable rendering of events, history and status. Pure functions of data."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+
+import click
+
+from agenthost.protocol import AgentInfo, HistoryEntry, StatusResponse, StreamEvent
+from agenthost.timefmt import go_duration, short_duration
+
+RESULT_LINES = 3
+
+
+class Style:
+    """ANSI styling that turns itself off when colours are not wanted."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def _s(self, text: str, **kw: object) -> str:
+        return click.style(text, **kw) if self.color else text  # type: ignore[arg-type]
+
+    def dim(self, text: str) -> str:
+        return self._s(text, dim=True)
+
+    def bold(self, text: str) -> str:
+        return self._s(text, bold=True)
+
+    def red(self, text: str) -> str:
+        return self._s(text, fg="red")
+
+    def green(self, text: str) -> str:
+        return self._s(text, fg="green")
+
+    def yellow(self, text: str) -> str:
+        return self._s(text, fg="yellow")
+
+    def cyan(self, text: str) -> str:
+        return self._s(text, fg="cyan")
+
+
+def fold(text: str, lines: int = RESULT_LINES, indent: str = "    ") -> str:
+    """The first ``lines`` lines of ``text``, and how many more there are."""
+    parts = text.rstrip("\n").split("\n")
+    shown = parts[:lines]
+    out = shown[0] if shown else ""
+    for line in shown[1:]:
+        out += "\n" + indent + line
+    if len(parts) > lines:
+        out += f"\n{indent}… (+{len(parts) - lines} lines)"
+    return out
+
+
+def render_entry(entry: HistoryEntry, style: Style) -> str:
+    """One chat entry as a person reads it."""
+    if entry.role == "user":
+        return style.cyan("› ") + style.bold(entry.content or "")
+    if entry.role == "assistant":
+        return entry.content or ""
+    if entry.tool_result is not None:
+        text = fold(entry.tool_result or "(no output)")
+        mark = "  ⎿ "
+        return style.red(mark + text) if entry.is_error else style.dim(mark + text)
+    summary = entry.tool_input or ""
+    return style.green("● ") + style.bold(entry.tool_name or "tool") + style.dim(f"({summary})")
+
+
+def render_result(result: dict[str, object], style: Style) -> str:
+    """The end of a turn: outcome, duration, cost, tokens."""
+    parts = []
+    duration = result.get("duration_ms")
+    if isinstance(duration, int | float):
+        parts.append(short_duration(duration / 1000))
+    cost = result.get("cost_usd")
+    if isinstance(cost, int | float):
+        parts.append(f"${cost:.4f}")
+    usage = result.get("usage")
+    if isinstance(usage, dict):
+        tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
+        if isinstance(tin, int) and isinstance(tout, int):
+            parts.append(f"{tin} in / {tout} out tokens")
+    failed = result.get("is_error") is True
+    head = style.red("✗ turn failed") if failed else style.green("✓ turn done")
+    return head + (style.dim(" · " + " · ".join(parts)) if parts else "")
+
+
+class EventRenderer:
+    """Turns stream events into lines for a terminal.
+
+    ``structured``: the agent prints a JSON protocol on stdout (demo, Claude Code), so
+    raw stdout lines are hidden (their content is shown as chat entries) unless
+    ``raw`` is set.
+    """
+
+    def __init__(self, style: Style, *, structured: bool, raw: bool = False) -> None:
+        self.style = style
+        self.structured = structured
+        self.raw = raw
+
+    def render(self, event: StreamEvent) -> str | None:
+        s = self.style
+        if event.type == "output":
+            data = event.data or ""
+            if event.stream == "stderr":
+                return s.dim("stderr│ ") + data
+            if self.structured and not self.raw:
+                return None
+            return data
+        if event.type == "chat_entry" and event.chat_entry is not None:
+            return render_entry(event.chat_entry, s)
+        if event.type == "state":
+            state = event.state or "?"
+            if state == "error":
+                return s.red(f"· {state}")
+            return s.dim(f"· {state}")
+        if event.type == "error":
+            return s.red(f"! {event.error}")
+        if event.type == "result" and event.result is not None:
+            return render_result(event.result, s)
+        return None  # an event type this version does not know
+
+
+def uptime_of(info: AgentInfo) -> str:
+    """How long the agent has run (or ran)."""
+    end = info.ended_at.timestamp() if info.ended_at else time.time()
+    return go_duration(end - info.started_at.timestamp())
+
+
+def render_status(status: StatusResponse, style: Style) -> str:
+    """``agenthost status`` as aligned key: value lines."""
+    a, h = status.agent, status.host
+    rows: list[tuple[str, str]] = [
+        ("agent", a.id),
+        ("state", _state(a.state, style)),
+        ("backend", a.backend or ""),
+        ("pid", str(a.pid) if a.pid else "-"),
+        ("project", a.project or "-"),
+        ("task", a.task or "-"),
+        ("description", a.description or "-"),
+        ("worktree", a.worktree),
+        ("started", _local(a.started_at)),
+        ("uptime", uptime_of(a)),
+    ]
+    if a.exit_code is not None:
+        rows.append(("exit code", f"{a.exit_code}" + (f" ({a.signal})" if a.signal else "")))
+    for key in ("session_id", "model", "turns"):
+        value = getattr(a, key)
+        if value is not None:
+            rows.append((key.replace("_", " "), str(value)))
+    if a.cost_usd is not None:
+        rows.append(("cost", f"${a.cost_usd:.4f}"))
+    if a.last_error:
+        rows.append(("last error", style.red(a.last_error)))
+    rows += [
+        ("host pid", str(h.pid)),
+        ("host version", f"{h.version} (protocol {h.protocol_version})"),
+        ("socket", h.socket_path),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k + ':':<{width + 1}} {v}" for k, v in rows)
+
+
+def _state(state: str, style: Style) -> str:
+    if state == "error":
+        return style.red(state)
+    if state in ("running", "waiting"):
+        return style.yellow(state)
+    if state == "idle":
+        return style.green(state)
+    return state
+
+
+def _local(value: datetime) -> str:
+    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain aligned text table."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)

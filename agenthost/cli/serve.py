@@ -1,0 +1,195 @@
+"""``agenthost serve`` (run a host) and ``agenthost demo`` (the one-command tour)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agenthost.cli.common import (
+    Exit,
+    handle_errors,
+    home_option,
+    json_option,
+    print_json,
+    remember_agent_id,
+)
+from agenthost.log import LEVELS
+
+AGENT_KINDS = ("demo", "lines")
+
+
+def _parse_env(values: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--env")
+        env[key] = value
+    return env
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--agent-id", required=True, help="Name of the agent (its socket's name).")
+@click.option(
+    "--agent",
+    "kind",
+    type=click.Choice(AGENT_KINDS),
+    default="demo",
+    help="How the agent speaks: demo (built-in, no API key) or lines (any command).",
+)
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Working directory (worktree) of the agent [default: current directory].",
+)
+@click.option("--project", default="", help="Project name, for listing and discovery.")
+@click.option("--task", default=None, help="Task id or title shown in status.")
+@click.option("--description", default=None, help="Free text shown in status.")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Extra agent environment.")
+@click.option(
+    "--linger",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    help="Seconds the host keeps serving after the agent exited.",
+)
+@click.option(
+    "--stop-timeout",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    help="On SIGTERM/SIGINT: seconds between SIGTERM and SIGKILL to the agent.",
+)
+@click.option("--ring-size", type=click.IntRange(min=1), default=1000, help="Events kept.")
+@click.option(
+    "--ring-bytes", type=click.IntRange(min=1024), default=16 << 20, help="Bytes of events kept."
+)
+@click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
+@click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
+@home_option
+@json_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@handle_errors
+def serve(
+    agent_id: str,
+    kind: str,
+    cwd: Path | None,
+    project: str,
+    task: str | None,
+    description: str | None,
+    env: tuple[str, ...],
+    linger: float,
+    stop_timeout: float,
+    ring_size: int,
+    ring_bytes: int,
+    detach: bool,
+    log_level: str,
+    home: Path | None,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run the host of one agent: ``agenthost serve --agent-id ID [-- COMMAND ...]``.
+
+    The host owns the agent process and serves its socket at
+    <home>/hosts/ID.sock. In the foreground it runs until stopped (Ctrl-C, SIGTERM,
+    or `agenthost stop ID`); with --detach it starts in the background.
+
+    For --agent lines, COMMAND is the program to run; for --agent demo, extra
+    arguments for the demo agent (e.g. -- --pace 0).
+    """
+    from agenthost.agents import make_adapter
+    from agenthost.paths import resolve_home, validate_agent_id
+
+    remember_agent_id(agent_id)
+    validate_agent_id(agent_id)
+    make_adapter(kind).build_command(command)  # usage errors before anything starts
+    root = resolve_home(home)
+    extra_env = _parse_env(env)
+    if detach:
+        from agenthost.host.spawn import spawn_detached
+
+        args = ["--agent", kind, "--linger", str(linger), "--stop-timeout", str(stop_timeout)]
+        args += ["--ring-size", str(ring_size), "--ring-bytes", str(ring_bytes)]
+        args += ["--cwd", str((cwd or Path.cwd()).absolute()), "--log-level", log_level]
+        args += ["--project", project]
+        for flag, value in (("--task", task), ("--description", description)):
+            if value is not None:
+                args += [flag, value]
+        for item in env:
+            args += ["--env", item]
+        started = spawn_detached(agent_id, [*args, "--", *command], home=root)
+        if as_json:
+            print_json(
+                {
+                    "ok": True,
+                    "agent_id": started.agent_id,
+                    "pid": started.pid,
+                    "socket_path": str(started.socket_path),
+                    "log_path": str(started.log_path),
+                }
+            )
+        else:
+            click.echo(
+                f"host for {agent_id} started (pid {started.pid}); "
+                f"socket {started.socket_path}; log {started.log_path}"
+            )
+        return
+    from agenthost.host.host import HostConfig
+    from agenthost.host.run import run_host
+    from agenthost.log import configure_logging
+
+    configure_logging(log_level)
+    config = HostConfig(
+        agent_id=agent_id,
+        home=root,
+        agent=kind,
+        command=command,
+        cwd=cwd,
+        project=project,
+        task=task,
+        description=description,
+        env=extra_env,
+        linger=linger,
+        stop_timeout=stop_timeout,
+        ring_size=ring_size,
+        ring_bytes=ring_bytes,
+    )
+    run_host(config)
+
+
+@click.command()
+@click.option("--agent-id", default="demo", show_default=True, help="Name of the demo agent.")
+@click.option("--no-attach", is_flag=True, help="Start (or find) the host, do not attach.")
+@home_option
+@handle_errors
+def demo(agent_id: str, no_attach: bool, home: Path | None) -> None:
+    """Start the built-in demo agent in the background and attach to it.
+
+    The demo agent needs no API key: it answers each message like Claude Code would
+    (text, a tool call and its result, a result with cost). A first message is sent
+    when the host is new. Type messages to talk to it; Ctrl-C detaches and leaves it
+    running (`agenthost stop demo` ends it).
+    """
+    from agenthost.cli.attach import attach_loop
+    from agenthost.client import Client
+    from agenthost.errors import HostNotFound
+    from agenthost.host.spawn import spawn_detached
+    from agenthost.paths import resolve_home
+
+    remember_agent_id(agent_id)
+    root = resolve_home(home)
+    try:
+        with Client(agent_id, home=root) as client:
+            client.ping()
+        click.echo(f"demo host {agent_id!r} is already running", err=True)
+    except HostNotFound:
+        started = spawn_detached(agent_id, ["--agent", "demo"], home=root)
+        click.echo(f"started demo host {agent_id!r} (pid {started.pid})", err=True)
+        with Client(agent_id, home=root) as client:
+            client.send("Hello! What can you do?")
+    if no_attach:
+        return
+    raise SystemExit(
+        attach_loop(agent_id, home=root, offset=0, follow=True, as_json=False, read_only=False)
+        or Exit.OK
+    )

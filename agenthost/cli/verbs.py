@@ -1,0 +1,192 @@
+"""The scripting verbs: list, status, ping, history, send, stop."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agenthost.cli.common import (
+    handle_errors,
+    home_option,
+    json_option,
+    print_json,
+    remember_agent_id,
+    use_color,
+)
+from agenthost.cli.render import Style, render_entry, render_status, table, uptime_of
+
+
+def _style() -> Style:
+    return Style(use_color())
+
+
+@click.command(name="list")
+@click.option("--project", default=None, help="Only agents of this project.")
+@click.option("--timeout", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
+@home_option
+@json_option
+@handle_errors
+def list_(project: str | None, timeout: float, home: Path | None, as_json: bool) -> None:
+    """List the hosts found in the hosts directory (probed in parallel)."""
+    from agenthost.client import discover_hosts
+
+    hosts = discover_hosts(home, project=project, timeout=timeout, include_unreachable=True)
+    if as_json:
+        out: list[dict[str, Any]] = []
+        for h in hosts:
+            item: dict[str, Any] = {
+                "agent_id": h.agent_id,
+                "socket_path": str(h.socket_path),
+                "reachable": h.status is not None,
+                "alive": h.alive,
+            }
+            if h.status is not None:
+                item["agent"] = h.status.agent.model_dump(mode="json", exclude_none=True)
+                item["host"] = h.status.host.model_dump(mode="json", exclude_none=True)
+            else:
+                item["error"] = h.error
+            out.append(item)
+        print_json(out)
+        return
+    if not hosts:
+        click.echo("no agents", err=True)
+        return
+    rows = []
+    for h in hosts:
+        if h.status is None:
+            state = "unreachable" if h.alive else "stale"
+            rows.append([h.agent_id, state, "", "-", "", "", ""])
+            continue
+        a = h.status.agent
+        rows.append(
+            [
+                a.id,
+                a.state,
+                a.backend or "",
+                str(a.pid or "-"),
+                a.project,
+                a.task or "",
+                uptime_of(a),
+            ]
+        )
+    click.echo(table(["agent", "state", "backend", "pid", "project", "task", "uptime"], rows))
+
+
+@click.command()
+@click.argument("agent_id")
+@home_option
+@json_option
+@handle_errors
+def status(agent_id: str, home: Path | None, as_json: bool) -> None:
+    """Show an agent's state and its host."""
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    with Client(agent_id, home=home) as client:
+        result = client.status()
+    if as_json:
+        print_json(result.model_dump(mode="json", exclude_none=True))
+    else:
+        click.echo(render_status(result, _style()))
+
+
+@click.command()
+@click.argument("agent_id")
+@home_option
+@json_option
+@handle_errors
+def ping(agent_id: str, home: Path | None, as_json: bool) -> None:
+    """Check that an agent's host answers."""
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    with Client(agent_id, home=home) as client:
+        result = client.ping()
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        click.echo(
+            f"{agent_id}: host {result.version}, protocol {result.protocol_version}, "
+            f"up {result.uptime}"
+        )
+
+
+@click.command()
+@click.argument("agent_id")
+@click.option("--limit", type=click.IntRange(min=0), default=0, help="Newest N entries (0 = all).")
+@home_option
+@json_option
+@handle_errors
+def history(agent_id: str, limit: int, home: Path | None, as_json: bool) -> None:
+    """Print an agent's chat history (user, assistant, tool entries)."""
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    with Client(agent_id, home=home) as client:
+        result = client.history(limit)
+    if as_json:
+        print_json(result.model_dump(mode="json", exclude_none=True))
+        return
+    style = _style()
+    for entry in result.entries:
+        click.echo(render_entry(entry, style))
+
+
+@click.command()
+@click.argument("agent_id")
+@click.argument("text", nargs=-1, required=True)
+@click.option("--key", default=None, help="Idempotency key: a retried send is applied once.")
+@home_option
+@json_option
+@handle_errors
+def send(
+    agent_id: str, text: tuple[str, ...], key: str | None, home: Path | None, as_json: bool
+) -> None:
+    """Send a message to the agent (TEXT '-' reads it from stdin)."""
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    message = sys.stdin.read() if text == ("-",) else " ".join(text)
+    with Client(agent_id, home=home) as client:
+        result = client.send(message, key=key)
+    if as_json:
+        print_json({"ok": True, **result.model_dump(mode="json")})
+    else:
+        note = " (duplicate: already sent)" if result.duplicate else ""
+        click.echo(f"sent to {agent_id} at offset {result.offset}{note}")
+
+
+@click.command()
+@click.argument("agent_id")
+@click.option("--force", is_flag=True, help="SIGKILL at once instead of SIGTERM first.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, max=86400),
+    default=30.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL.",
+)
+@click.option("--reason", default="", help="Why (logged by the host).")
+@home_option
+@json_option
+@handle_errors
+def stop(
+    agent_id: str, force: bool, timeout: float, reason: str, home: Path | None, as_json: bool
+) -> None:
+    """Stop an agent and its host; waits until the agent has exited."""
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    with Client(agent_id, home=home) as client:
+        result = client.stop(force=force, timeout=timeout, reason=reason)
+    if as_json:
+        print_json(result.model_dump(mode="json", exclude_none=True))
+        return
+    how = f"signal {result.signal}" if result.signal else f"exit code {result.exit_code}"
+    kind = "gracefully" if result.graceful else "forcibly"
+    click.echo(
+        f"stopped {agent_id} {kind} in {result.duration}: {how}, final state {result.final_state}"
+    )

@@ -1,0 +1,583 @@
+"""Talk to hosts from Python: :class:`AsyncClient`, the blocking :class:`Client`, and
+host discovery.
+
+::
+
+    from agenthost import Client
+
+    with Client("my-agent") as client:
+        print(client.status().agent.state)
+        client.send("hello")
+        for event in client.attach(0):
+            print(event.offset, event.type)
+
+One connection per client. Responses arrive in request order and are matched to their
+requests; events of an attached stream are queued separately, so requests may be sent
+while attached. A stream ends (the iterator stops) when the host closes the
+connection; ``last_offset`` then tells where to reattach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections import deque
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import uvloop
+from pydantic import BaseModel, ValidationError
+
+from agenthost.errors import (
+    AgentHostError,
+    Forbidden,
+    HostNotFound,
+    NotConnected,
+    ProtocolError,
+    RequestTimeout,
+    error_from_code,
+)
+from agenthost.lockfile import is_lock_held
+from agenthost.paths import (
+    agent_id_from_socket,
+    hosts_dir,
+    lock_path,
+    resolve_home,
+)
+from agenthost.paths import (
+    socket_path as make_socket_path,
+)
+from agenthost.protocol import (
+    CLIENT_FRAME_LIMIT,
+    AgentInfo,
+    AttachResponse,
+    FrameDecoder,
+    HistoryResponse,
+    ListResponse,
+    MessageType,
+    PingResponse,
+    Response,
+    SendResponse,
+    StatusResponse,
+    StopResponse,
+    StreamEvent,
+    check_peer_version,
+    decode_message,
+    encode_request,
+)
+
+DEFAULT_CONNECT_TIMEOUT: Final = 2.0
+DEFAULT_REQUEST_TIMEOUT: Final = 10.0
+DEFAULT_STOP_TIMEOUT: Final = 30.0
+STOP_MARGIN: Final = 15.0  # a stop answers after the agent exited: wait past its timeout
+EVENT_QUEUE: Final = 4096
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+_END: Final = object()
+
+
+class AsyncClient:
+    """An asyncio connection to one host.
+
+    Give an ``agent_id`` (its socket is found under ``home``) or a ``socket_path``.
+    """
+
+    def __init__(
+        self,
+        agent_id: str | None = None,
+        *,
+        home: str | Path | None = None,
+        socket_path: str | Path | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        check_version: bool = True,
+    ) -> None:
+        if socket_path is None:
+            if agent_id is None:
+                raise ValueError("give an agent_id or a socket_path")
+            socket_path = make_socket_path(resolve_home(home), agent_id)
+        self.socket_path = Path(socket_path)
+        self.agent_id = agent_id or agent_id_from_socket(self.socket_path) or ""
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.check_version = check_version
+        self.host_ping: PingResponse | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._pending: deque[tuple[str, asyncio.Future[Response]]] = deque()
+        self._events: asyncio.Queue[StreamEvent | object] = asyncio.Queue(EVENT_QUEUE)
+        self._ids = itertools.count(1)
+        self._closed_error: AgentHostError | None = None
+        self.last_offset = 0
+        """The offset of the last event received (where to reattach from)."""
+
+    # --- connection ---------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and self._closed_error is None
+
+    async def connect(self) -> None:
+        """Connect, and check the host's protocol version (unless disabled)."""
+        if self._writer is not None:
+            return
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(self.socket_path, limit=1 << 16),
+                self.connect_timeout,
+            )
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise HostNotFound(
+                f"no host is running for {self._name()} ({exc.strerror}: {self.socket_path})",
+                hint="start one with `agenthost serve --agent-id ID`; `agenthost list` shows "
+                "the running ones",
+            ) from exc
+        except PermissionError as exc:
+            raise Forbidden(f"not allowed to connect to {self.socket_path}") from exc
+        except TimeoutError as exc:
+            raise HostNotFound(
+                f"the host for {self._name()} did not accept a connection within "
+                f"{self.connect_timeout:g}s"
+            ) from exc
+        except OSError as exc:
+            raise HostNotFound(f"cannot connect to {self.socket_path}: {exc}") from exc
+        self._reader, self._writer = reader, writer
+        self._closed_error = None
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        if self.check_version:
+            ping = await self.ping()
+            check_peer_version(ping.protocol_version, min_version=ping.min_protocol_version)
+
+    async def close(self) -> None:
+        """Close the connection (pending requests fail with NotConnected)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        if self._read_task is not None:
+            self._read_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._read_task
+            self._read_task = None
+        self._fail(NotConnected("connection closed"))
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _name(self) -> str:
+        return f"agent {self.agent_id!r}" if self.agent_id else str(self.socket_path)
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        decoder = FrameDecoder(CLIENT_FRAME_LIMIT)
+        error: AgentHostError = NotConnected("the host closed the connection")
+        try:
+            while True:
+                data = await self._reader.read(1 << 16)
+                if not data:
+                    break
+                for frame in decoder.feed(data):
+                    if isinstance(frame, AgentHostError):
+                        raise frame
+                    message = decode_message(frame)
+                    if isinstance(message, StreamEvent):
+                        await self._events.put(message)
+                    else:
+                        self._resolve(message)
+        except AgentHostError as exc:
+            error = exc
+        except OSError as exc:
+            error = NotConnected(f"connection lost: {exc}")
+        self._fail(error)
+
+    def _resolve(self, response: Response) -> None:
+        if not self._pending:
+            if response.code:  # e.g. "forbidden" sent as the connection opened
+                self._closed_error = error_from_code(response.code, response.error or "")
+            return
+        _, future = self._pending.popleft()
+        if not future.done():
+            future.set_result(response)
+
+    def _fail(self, error: AgentHostError) -> None:
+        if self._closed_error is None:
+            self._closed_error = error
+        while self._pending:
+            _, future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(self._closed_error)
+        with contextlib.suppress(asyncio.QueueFull):
+            self._events.put_nowait(_END)
+
+    # --- requests -----------------------------------------------------------------------
+
+    async def request(
+        self,
+        mtype: MessageType | str,
+        payload: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request; return the response payload or raise the typed error."""
+        if self._writer is None:
+            await self.connect()
+        if self._closed_error is not None or self._writer is None:
+            raise self._closed_error or NotConnected("not connected")
+        request_id = f"c{next(self._ids)}"
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._pending.append((request_id, future))
+        try:
+            self._writer.write(encode_request(mtype, payload, request_id=request_id))
+        except (OSError, RuntimeError) as exc:
+            raise NotConnected(f"cannot write to the host: {exc}") from exc
+        wait = self.request_timeout if timeout is None else timeout
+        try:
+            response = await asyncio.wait_for(asyncio.shield(future), wait)
+        except TimeoutError:
+            raise RequestTimeout(f"{mtype} got no answer within {wait:g}s") from None
+        if response.id not in (request_id, None):
+            raise ProtocolError(f"response id {response.id!r} does not match {request_id!r}")
+        if not response.success:
+            raise error_from_code(response.code, response.error or "request failed")
+        return response.payload or {}
+
+    async def _typed(self, model: type[M], mtype: MessageType, **kw: Any) -> M:
+        payload = await self.request(mtype, **kw)
+        try:
+            return model.model_validate(payload)
+        except ValidationError as exc:
+            raise ProtocolError(f"malformed {mtype} response: {exc.error_count()} errors") from None
+
+    async def ping(self) -> PingResponse:
+        """Check the host answers; its version and uptime."""
+        self.host_ping = await self._typed(PingResponse, MessageType.PING)
+        return self.host_ping
+
+    async def status(self) -> StatusResponse:
+        """The host and its agent."""
+        return await self._typed(StatusResponse, MessageType.STATUS)
+
+    async def list(self) -> list[AgentInfo]:
+        """The agents of this host (one)."""
+        return (await self._typed(ListResponse, MessageType.LIST)).agents
+
+    async def history(self, limit: int = 0) -> HistoryResponse:
+        """The most recent ``limit`` chat entries (0 = all kept), oldest first."""
+        return await self._typed(
+            HistoryResponse, MessageType.HISTORY, payload={"limit": limit} if limit else None
+        )
+
+    async def send(self, text: str, *, key: str | None = None) -> SendResponse:
+        """Send input to the agent. ``key`` makes a retry safe (applied once)."""
+        payload: dict[str, Any] = {"input": text}
+        if key is not None:
+            payload["key"] = key
+        return await self._typed(SendResponse, MessageType.SEND, payload=payload)
+
+    async def stop(
+        self, force: bool = False, timeout: float | None = None, reason: str = ""
+    ) -> StopResponse:
+        """Stop the agent and its host; answers after the agent exited."""
+        payload: dict[str, Any] = {"force": force}
+        if timeout:
+            payload["timeout"] = timeout
+        if reason:
+            payload["reason"] = reason
+        wait = (timeout or DEFAULT_STOP_TIMEOUT) + STOP_MARGIN
+        return await self._typed(StopResponse, MessageType.STOP, payload=payload, timeout=wait)
+
+    async def attach(self, offset: int = 0) -> Subscription:
+        """Attach to the stream after ``offset`` (0 = from the oldest retained event)."""
+        response = await self._typed(
+            AttachResponse, MessageType.ATTACH, payload={"offset": offset} if offset else None
+        )
+        if offset <= response.stream_offset:
+            self.last_offset = max(offset, response.oldest_offset - 1)
+        else:
+            self.last_offset = response.stream_offset
+        return Subscription(self, response)
+
+    async def detach(self) -> None:
+        """Stop the stream; the connection stays usable."""
+        await self.request(MessageType.DETACH)
+
+    async def recv_event(self, timeout: float | None = None) -> StreamEvent:
+        """The next event of the attached stream. Raise NotConnected when it ended."""
+        if self._events.empty() and self._closed_error is not None:
+            raise self._closed_error
+        try:
+            item = await asyncio.wait_for(self._events.get(), timeout)
+        except TimeoutError:
+            raise RequestTimeout(f"no event within {timeout:g}s") from None
+        if item is _END:
+            self._events.put_nowait(_END)  # keep later readers from blocking
+            raise self._closed_error or NotConnected("stream ended")
+        assert isinstance(item, StreamEvent)
+        self.last_offset = item.offset
+        return item
+
+
+class Subscription:
+    """An attached stream: the attach response, then an async iterator of events.
+
+    Iteration ends when the connection ends (the host exited, or dropped this slow
+    client); the client's ``last_offset`` tells where to reattach.
+    """
+
+    def __init__(self, client: AsyncClient, response: AttachResponse) -> None:
+        self.client = client
+        self.response = response
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        try:
+            return await self.client.recv_event()
+        except NotConnected:
+            raise StopAsyncIteration from None
+
+
+# --- blocking client ---------------------------------------------------------------------
+
+
+class Client:
+    """The blocking twin of :class:`AsyncClient`, for scripts.
+
+    It runs a private event loop in the calling thread, so it cannot be used from
+    inside a running event loop (use AsyncClient there).
+    """
+
+    def __init__(
+        self,
+        agent_id: str | None = None,
+        *,
+        home: str | Path | None = None,
+        socket_path: str | Path | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        check_version: bool = True,
+    ) -> None:
+        self._runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+        self._async = AsyncClient(
+            agent_id,
+            home=home,
+            socket_path=socket_path,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            check_version=check_version,
+        )
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._runner.run(coro)
+
+    @property
+    def aclient(self) -> AsyncClient:
+        """The underlying AsyncClient."""
+        return self._async
+
+    @property
+    def socket_path(self) -> Path:
+        return self._async.socket_path
+
+    @property
+    def connected(self) -> bool:
+        return self._async.connected
+
+    @property
+    def last_offset(self) -> int:
+        return self._async.last_offset
+
+    def connect(self) -> None:
+        self._run(self._async.connect())
+
+    def close(self) -> None:
+        """Close the connection and the private event loop."""
+        try:
+            self._run(self._async.close())
+        finally:
+            self._runner.close()
+
+    def __enter__(self) -> Client:
+        self.connect()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def ping(self) -> PingResponse:
+        return self._run(self._async.ping())
+
+    def status(self) -> StatusResponse:
+        return self._run(self._async.status())
+
+    def list(self) -> list[AgentInfo]:
+        return self._run(self._async.list())
+
+    def history(self, limit: int = 0) -> HistoryResponse:
+        return self._run(self._async.history(limit))
+
+    def send(self, text: str, *, key: str | None = None) -> SendResponse:
+        return self._run(self._async.send(text, key=key))
+
+    def stop(
+        self, force: bool = False, timeout: float | None = None, reason: str = ""
+    ) -> StopResponse:
+        return self._run(self._async.stop(force, timeout, reason))
+
+    def detach(self) -> None:
+        self._run(self._async.detach())
+
+    def attach(self, offset: int = 0) -> SyncSubscription:
+        """Attach after ``offset``; iterate the result for events."""
+        return SyncSubscription(self, self._run(self._async.attach(offset)))
+
+    def recv_event(self, timeout: float | None = None) -> StreamEvent:
+        return self._run(self._async.recv_event(timeout))
+
+
+class SyncSubscription:
+    """An attached stream for the blocking client: ``response`` and an iterator."""
+
+    def __init__(self, client: Client, sub: Subscription) -> None:
+        self.client = client
+        self.response = sub.response
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        try:
+            return self.client.recv_event()
+        except NotConnected:
+            raise StopIteration from None
+
+
+# --- discovery ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiscoveredHost:
+    """A socket found in the hosts directory and what probing it gave."""
+
+    agent_id: str
+    socket_path: Path
+    status: StatusResponse | None
+    error: str | None = None
+    alive: bool = True
+    """False when the host's lock is free: the socket is a dead host's leftover."""
+
+
+async def probe_host_async(
+    agent_id: str,
+    *,
+    home: str | Path | None = None,
+    socket_path: str | Path | None = None,
+    timeout: float = DEFAULT_CONNECT_TIMEOUT,
+) -> StatusResponse:
+    """The status of one host; raise HostNotFound if it does not answer in time."""
+    client = AsyncClient(
+        agent_id,
+        home=home,
+        socket_path=socket_path,
+        connect_timeout=timeout,
+        request_timeout=timeout,
+        check_version=False,
+    )
+    try:
+        await client.connect()
+        return await client.status()
+    except (RequestTimeout, NotConnected) as exc:
+        raise HostNotFound(f"the host for agent {agent_id!r} did not answer: {exc}") from exc
+    finally:
+        await client.close()
+
+
+def probe_host(
+    agent_id: str, *, home: str | Path | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT
+) -> StatusResponse:
+    """Blocking :func:`probe_host_async`."""
+    return _run_sync(probe_host_async(agent_id, home=home, timeout=timeout))
+
+
+async def discover_hosts_async(
+    home: str | Path | None = None,
+    *,
+    project: str | None = None,
+    timeout: float = 1.0,
+    include_unreachable: bool = False,
+) -> list[DiscoveredHost]:
+    """Probe every socket of the hosts directory in parallel, sorted by agent id.
+
+    Only hosts that answered are returned, unless ``include_unreachable``; with
+    ``project`` only the hosts of that project.
+    """
+    root = resolve_home(home)
+    directory = hosts_dir(root)
+    try:
+        candidates = sorted(
+            (agent_id, path)
+            for path in directory.iterdir()
+            if (agent_id := agent_id_from_socket(path)) is not None
+        )
+    except FileNotFoundError:
+        return []
+
+    async def probe(agent_id: str, path: Path) -> DiscoveredHost:
+        try:
+            status = await probe_host_async(agent_id, socket_path=path, timeout=timeout)
+        except AgentHostError as exc:
+            alive = is_lock_held(lock_path(root, agent_id))
+            return DiscoveredHost(agent_id, path, None, str(exc), alive)
+        return DiscoveredHost(agent_id, path, status)
+
+    found = await asyncio.gather(*(probe(a, p) for a, p in candidates))
+    result = []
+    for host in found:
+        if host.status is None:
+            if include_unreachable and project is None:
+                result.append(host)
+        elif project is None or host.status.agent.project == project:
+            result.append(host)
+    return result
+
+
+def discover_hosts(
+    home: str | Path | None = None,
+    *,
+    project: str | None = None,
+    timeout: float = 1.0,
+    include_unreachable: bool = False,
+) -> list[DiscoveredHost]:
+    """Blocking :func:`discover_hosts_async`."""
+    return _run_sync(
+        discover_hosts_async(
+            home, project=project, timeout=timeout, include_unreachable=include_unreachable
+        )
+    )
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)

@@ -1,0 +1,179 @@
+"""The one exception tree of agenthost.
+
+Every error agenthost raises derives from :class:`AgentHostError`. Errors that cross
+the wire carry a stable ``code`` (see :class:`ErrorCode`); a client turns an error
+response back into the matching class with :func:`error_from_code`, so a script can
+``except AgentNotRunning`` whether the error was detected locally or by the host.
+
+OS errors are translated where they happen (``raise HostNotFound(...) from exc``);
+nothing above the transport layer catches :class:`OSError`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Stable error codes of the wire protocol (``code`` in an error response)."""
+
+    BAD_REQUEST = "bad_request"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID_PAYLOAD = "invalid_payload"
+    FRAME_TOO_LARGE = "frame_too_large"
+    VERSION_UNSUPPORTED = "version_unsupported"
+    AGENT_NOT_RUNNING = "agent_not_running"
+    FORBIDDEN = "forbidden"
+    BUSY = "busy"
+    INTERNAL = "internal"
+
+
+class AgentHostError(Exception):
+    """Root of every error raised by agenthost.
+
+    ``hint`` is an optional sentence telling the user what to do next.
+    """
+
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- local configuration and usage -------------------------------------------------
+
+
+class ConfigError(AgentHostError):
+    """Invalid local input: an agent id, a path, a command line option."""
+
+    code = ErrorCode.INVALID_PAYLOAD
+
+
+class InvalidAgentId(ConfigError):
+    """An agent id that is empty, too long, or could escape the hosts directory."""
+
+
+class HostAlreadyRunning(AgentHostError):
+    """``serve`` for an agent whose host is alive (its lock is held)."""
+
+    code = ErrorCode.BUSY
+
+
+# --- talking to a host --------------------------------------------------------------
+
+
+class HostNotFound(AgentHostError):
+    """No host answers for this agent (no socket, or nobody listening on it)."""
+
+    code = ErrorCode.AGENT_NOT_RUNNING
+
+
+class NotConnected(AgentHostError):
+    """The client is not connected, or the connection was lost."""
+
+    code = ErrorCode.INTERNAL
+
+
+class RequestTimeout(AgentHostError):
+    """The host did not answer within the request timeout."""
+
+    code = ErrorCode.INTERNAL
+
+
+class ProtocolError(AgentHostError):
+    """A frame or a request that breaks the protocol (malformed, wrong shape, too big).
+
+    Raised by the sans-IO protocol layer on bad input and by the client on an error
+    response carrying one of the protocol codes.
+    """
+
+    code = ErrorCode.BAD_REQUEST
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ErrorCode | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        if code is not None:
+            self.code = code
+
+
+class UnknownType(ProtocolError):
+    """A request whose ``type`` the host does not know."""
+
+    code = ErrorCode.UNKNOWN_TYPE
+
+
+class InvalidPayload(ProtocolError):
+    """A request payload of the wrong shape, type or range."""
+
+    code = ErrorCode.INVALID_PAYLOAD
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame longer than the frame limit."""
+
+    code = ErrorCode.FRAME_TOO_LARGE
+
+
+class VersionUnsupported(ProtocolError):
+    """The peer speaks a protocol major version we cannot serve."""
+
+    code = ErrorCode.VERSION_UNSUPPORTED
+
+
+class AgentNotRunning(AgentHostError):
+    """The operation needs a running agent process and there is none."""
+
+    code = ErrorCode.AGENT_NOT_RUNNING
+
+
+class Forbidden(AgentHostError):
+    """The peer is not allowed to talk to this host (another uid)."""
+
+    code = ErrorCode.FORBIDDEN
+
+
+class Busy(AgentHostError):
+    """The host cannot take this now (e.g. the agent's stdin queue is full)."""
+
+    code = ErrorCode.BUSY
+
+
+class InternalError(AgentHostError):
+    """A bug or an unexpected condition in the host."""
+
+    code = ErrorCode.INTERNAL
+
+
+_BY_CODE: dict[ErrorCode, type[AgentHostError]] = {
+    ErrorCode.BAD_REQUEST: ProtocolError,
+    ErrorCode.UNKNOWN_TYPE: UnknownType,
+    ErrorCode.INVALID_PAYLOAD: InvalidPayload,
+    ErrorCode.FRAME_TOO_LARGE: FrameTooLarge,
+    ErrorCode.VERSION_UNSUPPORTED: VersionUnsupported,
+    ErrorCode.AGENT_NOT_RUNNING: AgentNotRunning,
+    ErrorCode.FORBIDDEN: Forbidden,
+    ErrorCode.BUSY: Busy,
+    ErrorCode.INTERNAL: InternalError,
+}
+
+
+def error_from_code(code: str | None, message: str) -> AgentHostError:
+    """Build the exception matching a wire error ``code`` (unknown codes: InternalError)."""
+    try:
+        key = ErrorCode(code) if code is not None else ErrorCode.INTERNAL
+    except ValueError:
+        return InternalError(f"{message} (code {code!r})")
+    cls = _BY_CODE[key]
+    if issubclass(cls, ProtocolError):
+        return cls(message, code=key)
+    return cls(message)

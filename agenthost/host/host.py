@@ -1,0 +1,578 @@
+"""The host: one supervisor process in front of one agent.
+
+Wires the agent process, its adapter, the event ring, the chat history and the socket
+server, and owns the agent's state machine and the host's life cycle:
+
+1. take the lock (a second host for the same agent is refused, its socket untouched),
+   remove a stale socket, bind a fresh one, spawn the agent;
+2. turn what the agent prints into numbered events, encoded once, kept in the ring and
+   handed to every attached client;
+3. after the agent exits, keep serving (final state, exit code) until stopped or the
+   linger time ends;
+4. ``host.stop`` (or SIGTERM/SIGINT) stops the agent's process group, answers with the
+   real exit status, removes the socket, releases the lock and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+
+from agenthost._version import __version__
+from agenthost.agents import make_adapter
+from agenthost.agents.base import (
+    AdapterEvent,
+    Chat,
+    ErrorNote,
+    InfoUpdate,
+    Output,
+    StateChange,
+    TurnResult,
+)
+from agenthost.errors import AgentNotRunning, Busy
+from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
+from agenthost.host.server import Connection, HostServer, Reply
+from agenthost.linesplit import Fragment, LineSplitter
+from agenthost.lockfile import HostLock
+from agenthost.paths import (
+    check_socket_path,
+    ensure_private_dir,
+    hosts_dir,
+    lock_path,
+    socket_path,
+    validate_agent_id,
+)
+from agenthost.protocol import (
+    FINAL_STATES,
+    MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+    AgentInfo,
+    AgentState,
+    AttachRequest,
+    AttachResponse,
+    EventEncoder,
+    EventType,
+    HistoryEntry,
+    HistoryRequest,
+    HistoryResponse,
+    HostInfo,
+    ListResponse,
+    MessageType,
+    PingResponse,
+    Request,
+    SendRequest,
+    SendResponse,
+    StatusResponse,
+    StopRequest,
+    StopResponse,
+    encode_response,
+)
+from agenthost.ringbuffer import RingBuffer
+from agenthost.sdnotify import sd_notify
+from agenthost.timefmt import go_duration, now_rfc3339, short_duration
+
+log = structlog.get_logger("agenthost.host")
+
+DEFAULT_STOP_TIMEOUT = 30.0
+_SEND_KEYS_KEPT = 1000
+# Environment variables that belong to the host's service manager, not to the agent.
+_PRIVATE_ENV = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC")
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Everything a host needs to run one agent. Sizes are bytes, times seconds."""
+
+    agent_id: str
+    home: Path
+    agent: str = "demo"
+    command: tuple[str, ...] = ()
+    cwd: Path | None = None
+    project: str = ""
+    task: str | None = None
+    description: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    linger: float = 600.0
+    stop_timeout: float = 10.0
+    ring_size: int = 1000
+    ring_bytes: int = 16 << 20
+    history_size: int = 1000
+    history_bytes: int = 16 << 20
+    max_frame: int = 1 << 20
+    client_high_water: int = 1 << 20
+    stdin_limit: int = 4 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class StopResult:
+    status: ExitStatus
+    graceful: bool
+    duration: float
+
+
+class Host:
+    """A running host. Create it, then ``await run()`` on a uvloop event loop."""
+
+    def __init__(self, config: HostConfig) -> None:
+        self.config = config
+        self.agent_id = validate_agent_id(config.agent_id)
+        self.adapter = make_adapter(config.agent)
+        self.argv = self.adapter.build_command(config.command)
+        self.worktree = str((config.cwd or Path.cwd()).absolute())
+        self.socket_path = socket_path(config.home, self.agent_id)
+        check_socket_path(self.socket_path)
+        self.started_at = time.time()
+        self._started_mono = time.monotonic()
+        self.epoch = uuid.uuid4().hex
+        self.ring: RingBuffer[bytes] = RingBuffer(config.ring_size, config.ring_bytes)
+        self.history: RingBuffer[dict[str, Any]] = RingBuffer(
+            config.history_size, config.history_bytes
+        )
+        self.encoder = EventEncoder(self.agent_id)
+        self.state = AgentState.STARTING
+        self.info: dict[str, Any] = {}  # additive AgentInfo fields
+        self.agent_started_at: float | None = None
+        self.exit: ExitStatus | None = None
+        self.lock = HostLock(lock_path(config.home, self.agent_id))
+        self.server = HostServer(
+            self.socket_path,
+            self.ring,
+            self,
+            max_frame=config.max_frame,
+            high_water=config.client_high_water,
+        )
+        self.process = AgentProcess(
+            self._on_stdout, self._on_stderr, self._on_exit, self._on_stdin_error
+        )
+        self._stdout = LineSplitter(self.adapter.max_line_bytes)
+        self._stderr = LineSplitter(self.adapter.max_line_bytes)
+        self._send_keys: OrderedDict[str, int] = OrderedDict()
+        self._stop_task: asyncio.Task[StopResult] | None = None
+        self._stopping = False
+        self._shutdown: asyncio.Event | None = None
+        self._linger: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # --- life cycle -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until stopped. Raise HostAlreadyRunning or ConfigError before serving."""
+        self._shutdown = asyncio.Event()
+        ensure_private_dir(hosts_dir(self.config.home))
+        self.lock.acquire()
+        try:
+            # We hold the lock, so a socket file at our path is a dead host's leftover.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.socket_path)
+                log.info("socket.stale_removed", path=str(self.socket_path))
+            await self.server.start()
+            self._write_lock_info()
+            self._install_signals()
+            log.info(
+                "host.started",
+                agent_id=self.agent_id,
+                agent=self.adapter.kind,
+                socket=str(self.socket_path),
+                pid=os.getpid(),
+            )
+            await self._spawn_agent()
+            sd_notify(f"READY=1\nMAINPID={os.getpid()}")
+            await self._shutdown.wait()
+        finally:
+            await self._close()
+            self.lock.release()
+            log.info("host.exited", agent_id=self.agent_id)
+
+    async def _spawn_agent(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+        env.update(self.adapter.environment())
+        env.update(self.config.env)
+        try:
+            pid = await self.process.start(self.argv, self.worktree, env)
+        except SpawnError as exc:
+            log.error("agent.spawn_failed", error=str(exc))
+            self.exit = ExitStatus(exc.exit_code, None, time.time())
+            self.info.update(exit_code=exc.exit_code, ended_at=self.exit.ended_at)
+            self._publish([ErrorNote(f"cannot start agent: {exc}"), StateChange(AgentState.ERROR)])
+            self._start_linger()
+            return
+        self.agent_started_at = self.process.started_at
+        log.info("agent.spawned", pid=pid, argv0=self.argv[0])
+        self._write_lock_info()
+        if self.exit is None:  # it may already have exited and been reported
+            self._publish([StateChange(self.adapter.initial_state())])
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the host outlives terminals
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_stop_signal, sig)
+        loop.add_signal_handler(signal.SIGUSR1, self._on_rebind_signal)
+
+    def _remove_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            loop.remove_signal_handler(sig)
+
+    def _on_stop_signal(self, sig: int) -> None:
+        log.info("host.signal", signal=signal.Signals(sig).name)
+        if self._stop_task is not None:
+            # A second SIGTERM/SIGINT during a stop: no more waiting.
+            self.process.signal_group(signal.SIGKILL)
+            return
+        task = self.request_stop(force=False, timeout=self.config.stop_timeout)
+        task.add_done_callback(lambda _t: self._begin_shutdown())
+
+    def _on_rebind_signal(self) -> None:
+        self._spawn(self.server.rebind())
+
+    def _begin_shutdown(self) -> None:
+        if self._shutdown is not None:
+            self._shutdown.set()
+
+    def _start_linger(self) -> None:
+        if self._stop_task is not None or self._linger is not None:
+            return
+        loop = asyncio.get_running_loop()
+        log.info("host.linger", seconds=self.config.linger)
+        self._linger = loop.call_later(max(0.0, self.config.linger), self._begin_shutdown)
+
+    async def _close(self) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+        with contextlib.suppress(Exception):
+            self._remove_signals()
+        if self.process.running:
+            await self.process.stop(self.config.stop_timeout, force=False)
+        await self.server.close()
+        await self.process.aclose()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _write_lock_info(self) -> None:
+        self.lock.write_info(
+            {
+                "agent_id": self.agent_id,
+                "pid": os.getpid(),
+                "version": __version__,
+                "protocol_version": PROTOCOL_VERSION,
+                "started_at": self.started_at,
+                "socket": str(self.socket_path),
+                "agent_pid": self.process.pid if self.process.running else 0,
+            }
+        )
+
+    # --- stopping ---------------------------------------------------------------------
+
+    def request_stop(self, *, force: bool, timeout: float) -> asyncio.Task[StopResult]:
+        """Start stopping the agent (once); later calls share the same result.
+
+        A forced request during a graceful stop escalates to SIGKILL at once.
+        """
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(
+                self._stop_agent(force, timeout)
+            )
+        elif force:
+            self.process.signal_group(signal.SIGKILL)
+        return self._stop_task
+
+    async def _stop_agent(self, force: bool, timeout: float) -> StopResult:
+        started = time.monotonic()
+        self._stopping = True
+        if self._linger is not None:
+            self._linger.cancel()
+        if self.process.running:
+            log.info("agent.stopping", force=force, timeout=timeout)
+            status, graceful = await self.process.stop(timeout, force)
+        else:
+            await self.process.wait(None if self.process.pid else 0)
+            status = self.process.status or self.exit or ExitStatus(0, None, time.time())
+            graceful = not force
+        return StopResult(status, graceful, time.monotonic() - started)
+
+    # --- the agent's output -------------------------------------------------------------
+
+    def _on_stdout(self, data: bytes) -> None:
+        lines = self._stdout.feed(data)
+        if lines:
+            self._consume_stdout(lines)
+
+    def _consume_stdout(self, lines: list[bytes]) -> None:
+        if self.adapter.passthrough:
+            self._publish_lines(lines, "stdout")
+            return
+        events: list[AdapterEvent] = []
+        adapter = self.adapter
+        for line in lines:
+            text = line.decode("utf-8", "backslashreplace")
+            try:
+                if type(line) is Fragment:
+                    events.extend(adapter.parse_fragment(text, True))
+                else:
+                    events.extend(adapter.parse_line(text))
+            except Exception as exc:  # an adapter bug must not lose the line
+                log.exception("adapter.failed")
+                events.append(Output(text))
+                events.append(ErrorNote(f"{adapter.kind} adapter failed on a line: {exc!r}"))
+        self._publish(events)
+
+    def _on_stderr(self, data: bytes) -> None:
+        lines = self._stderr.feed(data)
+        if lines:
+            self._publish_lines(lines, "stderr")
+
+    def _on_stdin_error(self, message: str) -> None:
+        log.warning("agent.stdin_failed", error=message)
+        self._publish([ErrorNote(message)])
+
+    def _on_exit(self, status: ExitStatus) -> None:
+        rest = self._stdout.flush()
+        if rest:
+            self._consume_stdout(rest)
+        rest = self._stderr.flush()
+        if rest:
+            self._publish_lines(rest, "stderr")
+        self.exit = status
+        self.info.update(exit_code=status.exit_code, ended_at=status.ended_at)
+        if status.signal:
+            self.info["signal"] = status.signal
+        log.info("agent.exited", exit_code=status.exit_code, signal=status.signal)
+        events: list[AdapterEvent] = []
+        if not status.success and not self._stopping:
+            how = f"signal {status.signal}" if status.signal else f"exit code {status.exit_code}"
+            events.append(ErrorNote(f"agent exited with {how}"))
+        events.append(StateChange(AgentState.DONE if status.success else AgentState.ERROR))
+        self._publish(events)
+        self._write_lock_info()
+        self._start_linger()
+
+    # --- publishing events --------------------------------------------------------------
+
+    def _publish_lines(self, lines: list[bytes], stream: str) -> None:
+        """The hot path: output events straight from raw lines."""
+        timestamp = now_rfc3339()
+        encode = self.encoder.output
+        ring = self.ring
+        append = ring.append
+        offset = first = ring.next_offset
+        chunks = []
+        for line in lines:
+            data = encode(
+                offset,
+                timestamp,
+                line.decode("utf-8", "backslashreplace"),
+                stream,
+                type(line) is Fragment,
+            )
+            append(data, len(data))
+            chunks.append(data)
+            offset += 1
+        self.server.broadcast(first, b"".join(chunks), len(chunks))
+
+    def _publish(self, events: list[AdapterEvent]) -> int:
+        """Number, encode, retain and broadcast adapter events; return the first offset."""
+        timestamp = now_rfc3339()
+        ring = self.ring
+        first = ring.next_offset
+        chunks: list[bytes] = []
+        encoder = self.encoder
+        for ev in events:
+            offset = ring.next_offset
+            if type(ev) is Output:
+                data = encoder.output(offset, timestamp, ev.data, ev.stream, ev.continued)
+            elif type(ev) is Chat:
+                entry = dict(ev.entry)
+                entry["timestamp"] = timestamp
+                data = encoder.event(EventType.CHAT_ENTRY, offset, timestamp, {"chat_entry": entry})
+                entry["offset"] = offset
+                self.history.append(entry, len(data))
+            elif type(ev) is StateChange:
+                if ev.state is self.state:
+                    continue
+                log.info("agent.state", state=ev.state.value, previous=self.state.value)
+                self.state = ev.state
+                data = encoder.event(EventType.STATE, offset, timestamp, {"state": ev.state.value})
+            elif type(ev) is InfoUpdate:
+                self.info.update(ev.fields)
+                continue
+            elif type(ev) is ErrorNote:
+                self.info["last_error"] = ev.message
+                data = encoder.event(EventType.ERROR, offset, timestamp, {"error": ev.message})
+            elif type(ev) is TurnResult:
+                data = encoder.event(EventType.RESULT, offset, timestamp, {"result": ev.result})
+            else:  # pragma: no cover - exhaustive
+                continue
+            ring.append(data, len(data))
+            chunks.append(data)
+        if chunks:
+            self.server.broadcast(first, b"".join(chunks), len(chunks))
+        return first
+
+    # --- requests -------------------------------------------------------------------------
+
+    def dispatch(
+        self, conn: Connection, mtype: MessageType, payload: BaseModel, request: Request
+    ) -> Reply:
+        """Serve one validated request (called by the server, in order per connection)."""
+        if mtype is MessageType.PING:
+            return encode_response(mtype, request.id, self.ping())
+        if mtype is MessageType.STATUS:
+            return encode_response(mtype, request.id, self.status())
+        if mtype is MessageType.LIST:
+            return encode_response(mtype, request.id, ListResponse(agents=[self.agent_info()]))
+        if mtype is MessageType.ATTACH:
+            assert isinstance(payload, AttachRequest)
+            response, start = self.attach_plan(payload.offset)
+            conn.send(encode_response(mtype, request.id, response))
+            conn.attach(start)
+            log.info("client.attached", peer_pid=conn.peer_pid, start=start)
+            return None
+        if mtype is MessageType.DETACH:
+            conn.detach()
+            return encode_response(mtype, request.id)
+        if mtype is MessageType.HISTORY:
+            assert isinstance(payload, HistoryRequest)
+            return encode_response(mtype, request.id, self.history_page(payload.limit))
+        if mtype is MessageType.SEND:
+            assert isinstance(payload, SendRequest)
+            return encode_response(mtype, request.id, self.send(payload.input, payload.key))
+        assert mtype is MessageType.STOP and isinstance(payload, StopRequest)
+        return self._stop_reply(payload, request)
+
+    def ping(self) -> PingResponse:
+        uptime = time.monotonic() - self._started_mono
+        return PingResponse(
+            version=__version__,
+            protocol_version=PROTOCOL_VERSION,
+            min_protocol_version=MIN_PROTOCOL_VERSION,
+            uptime=go_duration(uptime),
+            uptime_seconds=round(uptime, 3),
+            started_at=_dt(self.started_at),
+        )
+
+    def agent_info(self) -> AgentInfo:
+        """This host's AgentInfo as of now."""
+        fields = dict(self.info)
+        if "ended_at" in fields:
+            fields["ended_at"] = _dt(fields["ended_at"])
+        return AgentInfo(
+            id=self.agent_id,
+            project=self.config.project,
+            state=self.state.value,
+            pid=self.process.pid if self.process.running else 0,
+            worktree=self.worktree,
+            started_at=_dt(self.agent_started_at or self.started_at),
+            task=self.config.task,
+            description=self.config.description,
+            backend=self.adapter.kind,
+            command=self.argv,
+            **fields,
+        )
+
+    def status(self) -> StatusResponse:
+        host = HostInfo(
+            pid=os.getpid(),
+            version=__version__,
+            protocol_version=PROTOCOL_VERSION,
+            started_at=_dt(self.started_at),
+            socket_path=str(self.socket_path),
+        )
+        return StatusResponse(host=host, agent=self.agent_info())
+
+    def attach_plan(self, offset: int) -> tuple[AttachResponse, int]:
+        """The attach response for ``offset`` and the first offset to stream."""
+        ring = self.ring
+        head = ring.last_offset
+        oldest = ring.oldest_offset
+        start = offset + 1
+        truncated = False
+        if start <= head and start < oldest:
+            truncated = True
+            start = oldest
+        elif start > head:
+            start = head + 1
+        response = AttachResponse(
+            agent_id=self.agent_id,
+            stream_offset=head,
+            oldest_offset=oldest,
+            truncated=truncated,
+            epoch=self.epoch,
+        )
+        return response, start
+
+    def history_page(self, limit: int) -> HistoryResponse:
+        kept = self.history.newest(limit) if limit else self.history.slice(0)
+        return HistoryResponse(
+            agent_id=self.agent_id,
+            entries=[HistoryEntry.model_validate(e) for e in kept],
+            offset=self.ring.last_offset,
+            total=len(self.history),
+        )
+
+    def send(self, text: str, key: str | None = None) -> SendResponse:
+        """Record ``text`` as a user entry, then queue it for the agent's stdin."""
+        if key is not None and key in self._send_keys:
+            return SendResponse(offset=self._send_keys[key], duplicate=True)
+        if not self.process.running or self.state in FINAL_STATES:
+            raise AgentNotRunning(
+                f"agent {self.agent_id} is not running (state {self.state.value})"
+            )
+        if self.process.stdin_buffered > self.config.stdin_limit:
+            raise Busy(
+                f"the agent has not read {self.process.stdin_buffered} bytes of earlier "
+                "input; try again later"
+            )
+        data = self.adapter.encode_input(text)
+        self.process.write(data)  # raises AgentNotRunning if stdin is closed
+        log.debug("agent.send", size=len(data))
+        offset = self._publish(
+            [Chat({"role": "user", "content": text}), *self.adapter.on_send(text)]
+        )
+        if key is not None:
+            self._send_keys[key] = offset
+            if len(self._send_keys) > _SEND_KEYS_KEPT:
+                self._send_keys.popitem(last=False)
+        return SendResponse(offset=offset)
+
+    async def _stop_reply(self, payload: StopRequest, request: Request) -> bytes:
+        timeout = payload.timeout or DEFAULT_STOP_TIMEOUT
+        log.info("host.stop_requested", force=payload.force, reason=payload.reason or None)
+        result = await asyncio.shield(self.request_stop(force=payload.force, timeout=timeout))
+        # Remove the socket before answering: once a client has its answer, the host
+        # is gone for everybody else too.
+        self.server.stop_accepting()
+        self._begin_shutdown()
+        response = StopResponse(
+            stopped=True,
+            exit_code=result.status.exit_code,
+            signal=result.status.signal,
+            graceful=result.graceful and not payload.force,
+            duration=short_duration(result.duration),
+            duration_seconds=round(result.duration, 3),
+            final_state=self.state.value,
+        )
+        return encode_response(MessageType.STOP, request.id, response)
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)

@@ -1,0 +1,20 @@
+"""Run a host to completion in this process, on uvloop."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import uvloop
+
+from agenthost.host.host import Host, HostConfig
+
+
+def run_host(config: HostConfig) -> None:
+    """Build the host and serve until it stops. Errors before serving propagate."""
+    host = Host(config)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        # Everything imported so far lives as long as the process: keep it out of the
+        # cyclic collector's generations so collections stay short.
+        gc.freeze()
+        runner.run(host.run())

@@ -1,0 +1,369 @@
+"""The host's Unix socket: connections, request dispatch, event fan-out.
+
+Fan-out without per-client queues of our own: each attached connection has a cursor,
+the next offset it must receive. The ring buffer *is* the shared queue.
+
+* A connection that keeps up gets each batch of new events as one ``write`` of bytes
+  that were encoded once for everybody.
+* When a client's socket buffer passes the high-water mark, its transport pauses it;
+  new events stay in the ring only. When the transport resumes, the connection is
+  pumped from the ring, in slices, from its cursor.
+* If a paused client's cursor falls out of the ring (the events it still needs were
+  evicted), it can no longer be served exactly once: it is dropped (connection
+  aborted) and may reattach from its last offset, with ``truncated`` telling it what
+  is gone. Memory per client is bounded by the transport's high-water mark plus one
+  batch; the agent and the other clients never wait for a slow one.
+
+Registration and replay snapshot happen in one synchronous step on the event loop, so
+nothing can be produced in between (attach guarantee 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import stat
+import struct
+from collections import deque
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol, cast
+
+import structlog
+from pydantic import BaseModel
+
+from agenthost.errors import AgentHostError, ConfigError, ErrorCode, FrameTooLarge
+from agenthost.protocol import (
+    DEFAULT_FRAME_LIMIT,
+    FrameDecoder,
+    MessageType,
+    Request,
+    RequestError,
+    decode_request,
+    encode_error,
+    validate_payload,
+)
+from agenthost.ringbuffer import RingBuffer
+
+if TYPE_CHECKING:
+    from asyncio import Transport
+
+log = structlog.get_logger("agenthost.server")
+
+_CRED: Final = struct.Struct("3i")
+PUMP_SLICE: Final = 256  # events per write when catching a client up from the ring
+DEFAULT_HIGH_WATER: Final = 1 << 20
+CLOSE_TIMEOUT: Final = 2.0
+
+Reply = bytes | None | Awaitable[bytes]
+"""What a handler returns: a response frame, None if it already wrote its response,
+or an awaitable of the response frame (served in order on that connection)."""
+
+
+class RequestHandler(Protocol):
+    """What the server needs from the host."""
+
+    def dispatch(
+        self, conn: Connection, mtype: MessageType, payload: BaseModel, request: Request
+    ) -> Reply: ...
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: request processing in order, and an optional stream."""
+
+    def __init__(self, server: HostServer) -> None:
+        self.server = server
+        self.transport: Transport | None = None
+        self.decoder = FrameDecoder(server.max_frame)
+        self.peer_pid = 0
+        self.peer_uid = -1
+        self.attached = False
+        self.next_offset = 0
+        self.paused = False
+        self.closed = False
+        self._inbox: deque[bytes | FrameTooLarge] = deque()
+        self._busy = False
+        self._task: asyncio.Task[None] | None = None
+
+    # --- asyncio.Protocol -----------------------------------------------------------
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        transport = self.transport = cast("Transport", base)
+        transport.set_write_buffer_limits(high=self.server.high_water)
+        sock = transport.get_extra_info("socket")
+        try:
+            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
+            self.peer_pid, self.peer_uid, _ = _CRED.unpack(raw)
+        except OSError:  # pragma: no cover - not AF_UNIX
+            self.peer_uid = -1
+        if self.peer_uid not in (os.getuid(), 0):
+            log.warning("client.forbidden", peer_uid=self.peer_uid, peer_pid=self.peer_pid)
+            transport.write(
+                encode_error(
+                    "",
+                    None,
+                    ErrorCode.FORBIDDEN,
+                    f"uid {self.peer_uid} may not use this host (owner uid {os.getuid()})",
+                )
+            )
+            self.closed = True
+            transport.close()
+            return
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        for frame in self.decoder.feed(data):
+            if self._busy:
+                self._inbox.append(frame)
+            else:
+                self._process(frame)
+            if self.closed:
+                return
+
+    def eof_received(self) -> bool:
+        # A half-closed client still gets its responses and its stream; we close when
+        # the server shuts down or the client goes away entirely.
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.attached = False
+        self.server.forget(self)
+        self._inbox.clear()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        # A client that does not read its responses must not make us buffer without
+        # bound: stop reading its requests until it catches up.
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+            self.pump()
+
+    # --- requests ---------------------------------------------------------------------
+
+    def send(self, frame: bytes) -> None:
+        """Write a frame (response or event bytes) to the client."""
+        if self.transport is not None and not self.closed:
+            self.transport.write(frame)
+
+    def _process(self, frame: bytes | FrameTooLarge) -> None:
+        if isinstance(frame, FrameTooLarge):
+            self.send(encode_error("", None, frame.code, frame.message))
+            self.close()
+            return
+        try:
+            request = decode_request(frame)
+            mtype, payload = validate_payload(request)
+        except RequestError as exc:
+            self.send(encode_error(exc.request_type, exc.request_id, exc.code, exc.message))
+            return
+        try:
+            reply = self.server.handler.dispatch(self, mtype, payload, request)
+        except AgentHostError as exc:
+            self.send(encode_error(request.type, request.id, exc.code, exc.message))
+            return
+        except Exception as exc:  # a bug must not take the host down
+            log.exception("request.failed", type=request.type)
+            self.send(encode_error(request.type, request.id, ErrorCode.INTERNAL, repr(exc)))
+            return
+        if reply is None:
+            return
+        if isinstance(reply, bytes):
+            self.send(reply)
+            return
+        self._busy = True
+        self._task = asyncio.get_running_loop().create_task(self._finish(reply, request))
+        self.server.tasks.add(self._task)
+        self._task.add_done_callback(self.server.tasks.discard)
+
+    async def _finish(self, reply: Awaitable[bytes], request: Request) -> None:
+        try:
+            self.send(await reply)
+        except AgentHostError as exc:
+            self.send(encode_error(request.type, request.id, exc.code, exc.message))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("request.failed", type=request.type)
+            self.send(encode_error(request.type, request.id, ErrorCode.INTERNAL, repr(exc)))
+        self._busy = False
+        while self._inbox and not self._busy and not self.closed:
+            self._process(self._inbox.popleft())
+
+    # --- streaming --------------------------------------------------------------------
+
+    def attach(self, start_offset: int) -> None:
+        """Stream from ``start_offset`` on: replay from the ring, then live events.
+
+        Called right after the attach response was written, in the same step.
+        """
+        self.attached = True
+        self.next_offset = start_offset
+        self.server.attached.add(self)
+        self.pump()
+
+    def detach(self) -> None:
+        """Stop streaming to this connection (no event follows the detach response)."""
+        self.attached = False
+        self.server.attached.discard(self)
+
+    def pump(self) -> None:
+        """Write retained events from the cursor on, until caught up or paused."""
+        ring = self.server.ring
+        while self.attached and not self.paused and not self.closed:
+            if self.next_offset < ring.oldest_offset:
+                self.drop()
+                return
+            items = ring.slice(self.next_offset, PUMP_SLICE)
+            if not items:
+                return
+            self.send(b"".join(items))
+            self.next_offset += len(items)
+
+    def drop(self) -> None:
+        """Abort a client that fell out of the ring; it may reattach from its offset."""
+        log.info(
+            "client.dropped",
+            peer_pid=self.peer_pid,
+            next_offset=self.next_offset,
+            oldest_offset=self.server.ring.oldest_offset,
+        )
+        self.server.dropped += 1
+        self.detach()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        """Close after the buffered frames were written."""
+        self.detach()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class HostServer:
+    """Listens on the host socket and fans events out to attached connections."""
+
+    def __init__(
+        self,
+        path: Path,
+        ring: RingBuffer[bytes],
+        handler: RequestHandler,
+        *,
+        max_frame: int = DEFAULT_FRAME_LIMIT,
+        high_water: int = DEFAULT_HIGH_WATER,
+    ) -> None:
+        self.path = path
+        self.ring = ring
+        self.handler = handler
+        self.max_frame = max_frame
+        self.high_water = high_water
+        self.connections: set[Connection] = set()
+        self.attached: set[Connection] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.dropped = 0
+        self._servers: list[asyncio.AbstractServer] = []
+        self._all_closed = asyncio.Event()
+        self._inode: int | None = None
+
+    async def start(self) -> None:
+        """Bind the socket (0600 from the moment it exists) and start accepting."""
+        sock = bind_private_socket(self.path)
+        self._inode = os.stat(self.path).st_ino
+        loop = asyncio.get_running_loop()
+        server = await loop.create_unix_server(lambda: Connection(self), sock=sock)
+        self._servers.append(server)
+
+    async def rebind(self) -> bool:
+        """Re-create the socket file if it was deleted or replaced (SIGUSR1).
+
+        Return True if a new socket was bound.
+        """
+        try:
+            st = os.stat(self.path)
+            if stat.S_ISSOCK(st.st_mode) and st.st_ino == self._inode:
+                return False
+        except FileNotFoundError:
+            pass
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # not our socket (we hold the lock): replace it
+        for old in self._servers:
+            old.close()
+        self._servers.clear()
+        await self.start()
+        log.info("socket.recreated", path=str(self.path))
+        return True
+
+    def forget(self, conn: Connection) -> None:
+        """A connection is gone."""
+        self.connections.discard(conn)
+        self.attached.discard(conn)
+        if not self.connections:
+            self._all_closed.set()
+
+    def broadcast(self, first_offset: int, data: bytes, count: int) -> None:
+        """Hand a batch of new events (offsets ``first_offset..``) to every client."""
+        oldest = self.ring.oldest_offset
+        for conn in list(self.attached):
+            if conn.paused:
+                if conn.next_offset < oldest:
+                    conn.drop()
+            elif conn.next_offset == first_offset:
+                conn.next_offset = first_offset + count
+                conn.send(data)
+            else:  # pragma: no cover - invariant: an unpaused client is caught up
+                conn.pump()
+
+    def stop_accepting(self) -> None:
+        """Close the listening socket and remove its file (if it is still ours)."""
+        for server in self._servers:
+            server.close()
+        self._servers.clear()
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(self.path).st_ino == self._inode:
+                os.unlink(self.path)
+
+    async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Stop accepting, flush and close every connection, cancel request tasks."""
+        self.stop_accepting()
+        for conn in list(self.connections):
+            conn.close()
+        if self.connections:
+            self._all_closed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._all_closed.wait(), timeout)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def bind_private_socket(path: Path) -> socket.socket:
+    """A listening AF_UNIX socket at ``path`` whose file is mode 0600 from creation."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the host is single-threaded: nothing else creates files now
+    try:
+        sock.bind(os.fspath(path))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot bind {path}: {exc.strerror}") from exc
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(512)
+    sock.setblocking(False)
+    return sock

@@ -1,0 +1,133 @@
+"""Start a host as a detached background process and wait until it serves.
+
+The host runs in its own session with stdio on ``/dev/null`` and its log file, so it
+survives the terminal or the program that started it. Readiness uses the systemd
+notification protocol: the child gets ``NOTIFY_SOCKET`` pointing at a private datagram
+socket and sends ``READY=1`` once its socket accepts connections, exactly as it would
+under ``Type=notify``. No polling of the socket.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
+from agenthost.lockfile import is_lock_held, read_lock_info
+from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
+
+
+@dataclass(frozen=True)
+class DetachedHost:
+    """A host started in the background."""
+
+    agent_id: str
+    pid: int
+    socket_path: Path
+    log_path: Path
+
+
+class HostStartError(AgentHostError):
+    """A detached host exited or did not get ready; ``log_tail`` says why."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message + (f"\n--- host log ---\n{log_tail}" if log_tail else ""))
+        self.log_tail = log_tail
+
+
+def spawn_detached(
+    agent_id: str,
+    serve_args: Sequence[str],
+    *,
+    home: Path,
+    timeout: float = 15.0,
+    env: Mapping[str, str] | None = None,
+) -> DetachedHost:
+    """Run ``agenthost serve --agent-id ID --home HOME SERVE_ARGS...`` in the background.
+
+    Return once the host is serving; raise HostStartError with the end of its log if it
+    exits first (e.g. a host for that agent is already running) or is not ready within
+    ``timeout`` seconds (then it is killed).
+    """
+    if is_lock_held(lock_path(home, agent_id)):
+        info = read_lock_info(lock_path(home, agent_id)) or {}
+        pid = info.get("pid")
+        raise HostAlreadyRunning(
+            f"a host for agent {agent_id!r} is already running"
+            + (f" (pid {pid})" if isinstance(pid, int) else ""),
+            hint=f"stop it first (`agenthost stop {agent_id}`), or choose another --agent-id",
+        )
+    ensure_private_dir(logs_dir(home))
+    log_file = log_path(home, agent_id)
+    argv = [
+        sys.executable,
+        "-m",
+        "agenthost",
+        "serve",
+        "--agent-id",
+        agent_id,
+        "--home",
+        str(home),
+        *serve_args,
+    ]
+    name = f"agenthost-notify-{secrets.token_hex(8)}"
+    child_env = dict(os.environ if env is None else env)
+    child_env["NOTIFY_SOCKET"] = "@" + name
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify:
+        notify.bind("\0" + name)
+        start_offset = log_file.stat().st_size if log_file.exists() else 0
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                env=child_env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise ConfigError(f"cannot start the host: {exc}") from exc
+        finally:
+            os.close(fd)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                proc.kill()
+                proc.wait()
+                raise HostStartError(
+                    f"the host for {agent_id!r} was not ready within {timeout:g}s",
+                    _tail(log_file, start_offset),
+                )
+            ready, _, _ = select.select([notify], [], [], min(remaining, 0.1))
+            if ready:
+                message = notify.recv(4096).decode(errors="replace")
+                if "READY=1" in message.split("\n"):
+                    break
+            code = proc.poll()
+            if code is not None:
+                raise HostStartError(
+                    f"the host for {agent_id!r} exited with status {code} before it was ready",
+                    _tail(log_file, start_offset),
+                )
+    return DetachedHost(agent_id, proc.pid, socket_path(home, agent_id), log_file)
+
+
+def _tail(path: Path, offset: int, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return ""
+    return data[-limit:].decode(errors="replace").strip()

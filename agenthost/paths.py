@@ -1,0 +1,133 @@
+"""Where agenthost keeps its files, and which agent ids are valid.
+
+Layout under the home directory (``--home``, ``$AGENTHOST_HOME``, else
+``$XDG_STATE_HOME/agenthost``, else ``~/.local/state/agenthost``)::
+
+    <home>/hosts/<agent_id>.sock   the host's socket (0600, directory 0700)
+    <home>/hosts/<agent_id>.lock   flock held by the live host: proof of liveness
+    <home>/logs/<agent_id>.log     stderr of a host started with --detach
+
+The default lives in the XDG *state* directory, not in ``/tmp`` or ``/run/user``:
+those are cleaned by tmpfiles and at logout, which deletes live sockets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Final
+
+from agenthost.errors import ConfigError, InvalidAgentId
+
+AGENT_ID_MAX: Final = 64
+_AGENT_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+SUN_PATH_MAX: Final = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+HOME_ENV: Final = "AGENTHOST_HOME"
+
+
+def validate_agent_id(agent_id: str) -> str:
+    """Return ``agent_id`` if it is a safe file name component, else raise InvalidAgentId.
+
+    Allowed: 1-64 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter or
+    digit. So no ``/``, no ``..`` component, no hidden files, nothing to escape the
+    hosts directory.
+    """
+    if not isinstance(agent_id, str) or not _AGENT_ID_RE.match(agent_id):
+        raise InvalidAgentId(
+            f"invalid agent id {agent_id!r}",
+            hint=(
+                f"use 1-{AGENT_ID_MAX} characters from letters, digits, '.', '_' and '-', "
+                "starting with a letter or digit"
+            ),
+        )
+    return agent_id
+
+
+def default_home() -> Path:
+    """The home directory from the environment (not created)."""
+    env = os.environ.get(HOME_ENV)
+    if env:
+        return Path(env).expanduser()
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
+    return base / "agenthost"
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """``home`` if given, else :func:`default_home`; made absolute (not created)."""
+    path = Path(home).expanduser() if home is not None else default_home()
+    return path.absolute()
+
+
+def hosts_dir(home: Path) -> Path:
+    """The directory of host sockets and lock files."""
+    return home / "hosts"
+
+
+def logs_dir(home: Path) -> Path:
+    """The directory of detached hosts' log files."""
+    return home / "logs"
+
+
+def socket_path(home: Path, agent_id: str) -> Path:
+    """``<home>/hosts/<agent_id>.sock`` (the id is validated)."""
+    return hosts_dir(home) / f"{validate_agent_id(agent_id)}.sock"
+
+
+def lock_path(home: Path, agent_id: str) -> Path:
+    """``<home>/hosts/<agent_id>.lock`` (the id is validated)."""
+    return hosts_dir(home) / f"{validate_agent_id(agent_id)}.lock"
+
+
+def log_path(home: Path, agent_id: str) -> Path:
+    """``<home>/logs/<agent_id>.log`` (the id is validated)."""
+    return logs_dir(home) / f"{validate_agent_id(agent_id)}.log"
+
+
+def agent_id_from_socket(path: Path) -> str | None:
+    """The agent id a socket file name stands for, or None if it is not one of ours."""
+    if path.suffix != ".sock":
+        return None
+    try:
+        return validate_agent_id(path.stem)
+    except InvalidAgentId:
+        return None
+
+
+def check_socket_path(path: Path) -> None:
+    """Raise ConfigError if ``path`` is too long for an AF_UNIX address."""
+    size = len(os.fsencode(path))
+    if size > SUN_PATH_MAX:
+        raise ConfigError(
+            f"socket path is {size} bytes, longer than the {SUN_PATH_MAX} an AF_UNIX "
+            f"address can hold: {path}",
+            hint="choose a shorter --home (or AGENTHOST_HOME)",
+        )
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) as a directory only its owner can enter.
+
+    A directory we own with group or other permission bits gets them removed; one owned
+    by another user is refused, because whoever owns it can replace our sockets.
+    """
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"cannot create directory {path}: {exc.strerror}") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{path} exists and is not a directory")
+    if st.st_uid != os.getuid():
+        raise ConfigError(
+            f"{path} belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})",
+            hint="use a --home of your own",
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        try:
+            path.chmod(0o700)
+        except OSError as exc:
+            raise ConfigError(f"cannot make {path} private: {exc.strerror}") from exc
+    return path

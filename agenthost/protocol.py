@@ -1,0 +1,746 @@
+"""The host protocol, version 1: models, framing and versioning. Sans-IO.
+
+Transport-independent: this module never touches a socket or an event loop. The host
+and the client feed it bytes and get frames, requests, responses and events back.
+
+Wire format (see ``docs/protocol.md``): one JSON object per ``\\n``-terminated line.
+
+* request  ``{"type": "host.ping", "id": "r1", "payload": {...}, "protocol_version": "1.0"}``
+* response ``{"kind": "response", "type", "id", "success", "error"?, "code"?, "payload"?}``
+* event    ``{"kind": "event", "type", "agent_id", "offset", "timestamp", ...}``
+
+Requests and payloads from peers are validated here, at the edge. Our own events are
+encoded by :class:`EventEncoder` without a model round trip because they are on the hot
+path; tests check that its output validates as :class:`StreamEvent`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from json.encoder import encode_basestring
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+
+from agenthost.errors import (
+    ErrorCode,
+    FrameTooLarge,
+    ProtocolError,
+    VersionUnsupported,
+)
+from agenthost.timefmt import format_datetime
+
+PROTOCOL_VERSION: Final = "1.0"
+"""The protocol version this package speaks (``MAJOR.MINOR``)."""
+
+MIN_PROTOCOL_VERSION: Final = "1.0"
+"""The oldest protocol version this package still serves and talks to."""
+
+DEFAULT_FRAME_LIMIT: Final = 1 << 20
+"""Longest request line a host accepts, in bytes, newline excluded (1 MiB)."""
+
+CLIENT_FRAME_LIMIT: Final = 64 << 20
+"""Longest line a client accepts; events can carry long agent output (64 MiB)."""
+
+
+class MessageType(StrEnum):
+    """Request types of protocol 1.0."""
+
+    PING = "host.ping"
+    STATUS = "host.status"
+    LIST = "host.list"
+    ATTACH = "host.attach"
+    DETACH = "host.detach"
+    HISTORY = "host.history"
+    SEND = "host.send"
+    STOP = "host.stop"
+
+
+class EventType(StrEnum):
+    """Stream event types. Clients must ignore types they do not know."""
+
+    OUTPUT = "output"
+    STATE = "state"
+    CHAT_ENTRY = "chat_entry"
+    ERROR = "error"
+    RESULT = "result"
+
+
+class AgentState(StrEnum):
+    """Agent states reported in AgentInfo and ``state`` events."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    IDLE = "idle"
+    WAITING = "waiting"
+    DONE = "done"
+    ERROR = "error"
+
+
+FINAL_STATES: Final = frozenset({AgentState.DONE, AgentState.ERROR})
+
+
+# --- versions --------------------------------------------------------------------
+
+_VERSION_RE: Final = re.compile(r"^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$")
+
+
+def parse_version(version: str) -> tuple[int, int]:
+    """Parse ``"MAJOR.MINOR"`` into a tuple of ints; raise ProtocolError otherwise."""
+    match = _VERSION_RE.match(version) if isinstance(version, str) else None
+    if match is None:
+        raise ProtocolError(f"invalid protocol version {version!r}: expected MAJOR.MINOR")
+    return int(match.group(1)), int(match.group(2))
+
+
+def compare_versions(a: str, b: str) -> int:
+    """Compare two versions numerically (``1.10 > 1.9``): -1, 0 or 1."""
+    va, vb = parse_version(a), parse_version(b)
+    return (va > vb) - (va < vb)
+
+
+def is_version_supported(version: str) -> bool:
+    """Whether a peer speaking ``version`` can be served: same major, not below the minimum."""
+    major, _ = parse_version(version)
+    ours, _ = parse_version(PROTOCOL_VERSION)
+    return major == ours and compare_versions(version, MIN_PROTOCOL_VERSION) >= 0
+
+
+def check_peer_version(version: str, *, min_version: str | None = None) -> None:
+    """Raise VersionUnsupported unless a peer at ``version`` (with its ``min_version``)
+    and this package can talk to each other."""
+    if not is_version_supported(version):
+        raise VersionUnsupported(
+            f"protocol version {version} is not supported "
+            f"(this side speaks {PROTOCOL_VERSION}, accepts >= {MIN_PROTOCOL_VERSION})",
+            hint="upgrade the older side",
+        )
+    if min_version is not None and compare_versions(PROTOCOL_VERSION, min_version) < 0:
+        raise VersionUnsupported(
+            f"peer requires protocol >= {min_version}, this side speaks {PROTOCOL_VERSION}",
+            hint="upgrade agenthost",
+        )
+
+
+# --- models ----------------------------------------------------------------------
+
+
+def _to_utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+Timestamp = Annotated[
+    datetime,
+    AfterValidator(_to_utc),
+    PlainSerializer(format_datetime, return_type=str, when_used="json"),
+]
+"""A UTC datetime that serializes as RFC 3339 with a ``Z`` suffix."""
+
+
+class _PeerModel(BaseModel):
+    """Data received from peers: frozen; unknown fields ignored (forward compatible)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class _OpenModel(BaseModel):
+    """Records that grow additive fields in minor versions: unknown fields are kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class HistoryEntry(_OpenModel):
+    """One chat history entry: a user message, assistant text, a tool call or result."""
+
+    role: str
+    """``user``, ``assistant`` or ``tool``."""
+    content: str | None = None
+    tool_name: str | None = None
+    tool_input: str | None = None
+    """A short readable summary of the tool input (the command, the path)."""
+    tool_result: str | None = None
+    timestamp: Timestamp
+    tool_use_id: str | None = None
+    is_error: bool | None = None
+    input: dict[str, Any] | None = None
+    """The full tool input object (additive)."""
+    offset: int | None = None
+    """The stream offset of the ``chat_entry`` event that carried this entry."""
+
+
+class AgentInfo(_OpenModel):
+    """What a host knows about its agent. Additive fields appear as the agent reports them."""
+
+    id: str
+    project: str = ""
+    state: str
+    pid: int = 0
+    worktree: str = ""
+    started_at: Timestamp
+    task: str | None = None
+    description: str | None = None
+    backend: str | None = None
+    command: list[str] | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    ended_at: Timestamp | None = None
+    last_error: str | None = None
+    session_id: str | None = None
+    model: str | None = None
+    cost_usd: float | None = None
+    usage: dict[str, Any] | None = None
+    turns: int | None = None
+
+
+class HostInfo(_OpenModel):
+    """The host process itself."""
+
+    pid: int
+    version: str
+    protocol_version: str
+    started_at: Timestamp
+    socket_path: str
+
+
+class StreamEvent(_OpenModel):
+    """A numbered event of an agent's stream."""
+
+    kind: Literal["event"] = "event"
+    type: str
+    agent_id: str
+    offset: int
+    timestamp: Timestamp
+    data: str | None = None
+    stream: str | None = None
+    """``stdout`` or ``stderr`` for ``output`` events."""
+    continued: bool | None = None
+    """True on an ``output`` chunk of an over-long line that continues in the next event."""
+    state: str | None = None
+    chat_entry: HistoryEntry | None = None
+    error: str | None = None
+    result: dict[str, Any] | None = None
+
+
+# request payloads: strict types, so ``"5"`` or ``true`` is not an offset.
+
+
+class EmptyRequest(_PeerModel):
+    """Payload of requests that take none (ping, status, list, detach)."""
+
+
+class AttachRequest(_PeerModel):
+    """``host.attach``: ``offset`` is the last offset the client has (0 = from the oldest)."""
+
+    offset: StrictInt = Field(default=0, ge=0)
+
+
+class HistoryRequest(_PeerModel):
+    """``host.history``: the most recent ``limit`` entries (0 = all kept)."""
+
+    limit: StrictInt = Field(default=0, ge=0)
+
+
+class SendRequest(_PeerModel):
+    """``host.send``: text for the agent.
+
+    ``key`` (additive) makes a retried send idempotent: a second send with a key the
+    host has already recorded is not applied again and answers with the first offset.
+    """
+
+    input: StrictStr
+    key: StrictStr | None = Field(default=None, max_length=200)
+
+
+class StopRequest(_PeerModel):
+    """``host.stop``: SIGTERM the agent's group, SIGKILL after ``timeout`` seconds.
+
+    ``timeout`` 0 or absent means the default of 30 s (as in the reference client);
+    ``force`` sends SIGKILL at once.
+    """
+
+    force: StrictBool = False
+    timeout: float = Field(default=0, ge=0, le=86400, allow_inf_nan=False, strict=True)
+    reason: StrictStr = ""
+
+
+# response payloads
+
+
+class PingResponse(_OpenModel):
+    version: str
+    protocol_version: str
+    min_protocol_version: str = "1.0"
+    uptime: str
+    uptime_seconds: float = 0.0
+    started_at: Timestamp
+
+
+class StatusResponse(_OpenModel):
+    host: HostInfo
+    agent: AgentInfo
+
+
+class ListResponse(_OpenModel):
+    agents: list[AgentInfo]
+
+
+class AttachResponse(_OpenModel):
+    agent_id: str
+    stream_offset: int
+    oldest_offset: int = 1
+    truncated: bool = False
+    epoch: str = ""
+
+
+class HistoryResponse(_OpenModel):
+    agent_id: str
+    entries: list[HistoryEntry]
+    offset: int
+    total: int = 0
+
+
+class SendResponse(_OpenModel):
+    offset: int
+    duplicate: bool = False
+
+
+class StopResponse(_OpenModel):
+    stopped: bool
+    exit_code: int | None = None
+    signal: str | None = None
+    graceful: bool
+    duration: str = ""
+    duration_seconds: float = 0.0
+    final_state: str
+
+
+REQUEST_PAYLOADS: Final[dict[MessageType, type[_PeerModel]]] = {
+    MessageType.PING: EmptyRequest,
+    MessageType.STATUS: EmptyRequest,
+    MessageType.LIST: EmptyRequest,
+    MessageType.ATTACH: AttachRequest,
+    MessageType.DETACH: EmptyRequest,
+    MessageType.HISTORY: HistoryRequest,
+    MessageType.SEND: SendRequest,
+    MessageType.STOP: StopRequest,
+}
+
+RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
+    MessageType.PING: PingResponse,
+    MessageType.STATUS: StatusResponse,
+    MessageType.LIST: ListResponse,
+    MessageType.ATTACH: AttachResponse,
+    MessageType.DETACH: None,
+    MessageType.HISTORY: HistoryResponse,
+    MessageType.SEND: SendResponse,
+    MessageType.STOP: StopResponse,
+}
+
+
+# --- framing ---------------------------------------------------------------------
+
+
+class FrameDecoder:
+    """Split a byte stream into newline-terminated frames, enforcing a size limit.
+
+    ``feed`` returns the complete frames (newline and a trailing ``\\r`` removed, blank
+    lines skipped). A frame longer than ``max_frame`` bytes yields a
+    :class:`~agenthost.errors.FrameTooLarge` item in place of the frame; the decoder is
+    then closed and every later ``feed`` returns nothing, because the rest of an
+    oversized line cannot be told apart from the next frame.
+    """
+
+    __slots__ = ("_buf", "_scan", "_closed", "max_frame")
+
+    def __init__(self, max_frame: int = DEFAULT_FRAME_LIMIT) -> None:
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._scan = 0  # bytes of _buf already searched for a newline
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True after an oversized frame: the stream cannot be resynchronised."""
+        return self._closed
+
+    @property
+    def pending(self) -> int:
+        """Bytes buffered that do not yet form a complete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes | FrameTooLarge]:
+        """Add bytes; return the frames they complete, in order."""
+        if self._closed:
+            return []
+        buf = self._buf
+        buf += data
+        out: list[bytes | FrameTooLarge] = []
+        start = 0
+        find = buf.find
+        limit = self.max_frame
+        while True:
+            nl = find(b"\n", max(start, self._scan))
+            if nl < 0:
+                break
+            end = nl - 1 if nl > start and buf[nl - 1] == 0x0D else nl
+            if end - start > limit:
+                return self._overflow(out, end - start)
+            if end > start:
+                out.append(bytes(buf[start:end]))
+            start = nl + 1
+            self._scan = start
+        if start:
+            del buf[:start]
+        self._scan = len(buf)
+        if len(buf) > limit + 1:  # +1: a trailing '\r' may still be stripped
+            return self._overflow(out, len(buf))
+        return out
+
+    def _overflow(self, out: list[bytes | FrameTooLarge], size: int) -> list[bytes | FrameTooLarge]:
+        self._closed = True
+        self._buf = bytearray()
+        out.append(
+            FrameTooLarge(
+                f"frame of at least {size} bytes exceeds the limit of {self.max_frame} bytes"
+            )
+        )
+        return out
+
+
+# --- requests --------------------------------------------------------------------
+
+
+class Request(BaseModel):
+    """A decoded request envelope (payload not yet validated)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    id: str | int | None = None
+    payload: dict[str, Any] | None = None
+    protocol_version: str | None = None
+
+
+class RequestError(ProtocolError):
+    """A request that cannot be served, with what could be read of its envelope,
+    so the error response can echo ``type`` and ``id``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ErrorCode,
+        request_type: str = "",
+        request_id: str | int | None = None,
+    ) -> None:
+        super().__init__(message, code=code)
+        self.request_type = request_type
+        self.request_id = request_id
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode one request frame. Raise :class:`RequestError` with the right code.
+
+    Checks the envelope only (a JSON object with a string ``type``, an optional string
+    or integer ``id``, an optional object ``payload``, a supported
+    ``protocol_version``); the payload is checked by :func:`validate_payload`.
+    """
+    try:
+        obj = json.loads(frame)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise RequestError(f"malformed JSON: {_short(exc)}", code=ErrorCode.BAD_REQUEST) from None
+    if not isinstance(obj, dict):
+        raise RequestError(
+            f"a request must be a JSON object, got {type(obj).__name__}",
+            code=ErrorCode.BAD_REQUEST,
+        )
+    rtype = obj.get("type")
+    rid = obj.get("id")
+    if not isinstance(rid, str | int) or isinstance(rid, bool):
+        rid_ok: str | int | None = None
+        if rid is not None:
+            raise RequestError(
+                "request 'id' must be a string or an integer",
+                code=ErrorCode.BAD_REQUEST,
+                request_type=rtype if isinstance(rtype, str) else "",
+            )
+    else:
+        rid_ok = rid
+    if not isinstance(rtype, str) or not rtype:
+        raise RequestError(
+            "request 'type' is missing or not a string",
+            code=ErrorCode.BAD_REQUEST,
+            request_id=rid_ok,
+        )
+    version = obj.get("protocol_version")
+    if version is not None:
+        try:
+            supported = is_version_supported(version)
+        except ProtocolError as exc:
+            raise RequestError(
+                exc.message, code=ErrorCode.BAD_REQUEST, request_type=rtype, request_id=rid_ok
+            ) from None
+        if not supported:
+            raise RequestError(
+                f"protocol version {version} is not supported: this host serves "
+                f"{MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
+                code=ErrorCode.VERSION_UNSUPPORTED,
+                request_type=rtype,
+                request_id=rid_ok,
+            )
+    payload = obj.get("payload")
+    if payload is not None and not isinstance(payload, dict):
+        raise RequestError(
+            f"payload must be a JSON object, got {type(payload).__name__}",
+            code=ErrorCode.INVALID_PAYLOAD,
+            request_type=rtype,
+            request_id=rid_ok,
+        )
+    return Request(type=rtype, id=rid_ok, payload=payload, protocol_version=version)
+
+
+def validate_payload(request: Request) -> tuple[MessageType, BaseModel]:
+    """Return the request's message type and its validated payload model.
+
+    Raise :class:`RequestError` (``unknown_type`` or ``invalid_payload``).
+    """
+    try:
+        mtype = MessageType(request.type)
+    except ValueError:
+        raise RequestError(
+            f"unknown message type: {request.type}",
+            code=ErrorCode.UNKNOWN_TYPE,
+            request_type=request.type,
+            request_id=request.id,
+        ) from None
+    model = REQUEST_PAYLOADS[mtype]
+    try:
+        return mtype, model.model_validate(request.payload or {})
+    except ValidationError as exc:
+        raise RequestError(
+            f"invalid payload for {mtype}: {_describe_validation(exc)}",
+            code=ErrorCode.INVALID_PAYLOAD,
+            request_type=request.type,
+            request_id=request.id,
+        ) from None
+
+
+def encode_request(
+    mtype: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    request_id: str | int | None = None,
+    protocol_version: str | None = PROTOCOL_VERSION,
+) -> bytes:
+    """Encode a request frame (with its newline)."""
+    obj: dict[str, Any] = {"type": str(mtype)}
+    if request_id is not None:
+        obj["id"] = request_id
+    if protocol_version is not None:
+        obj["protocol_version"] = protocol_version
+    if payload:
+        obj["payload"] = payload
+    return _dumps(obj)
+
+
+# --- responses -------------------------------------------------------------------
+
+
+def encode_response(
+    request_type: str,
+    request_id: str | int | None,
+    payload: BaseModel | dict[str, Any] | None = None,
+) -> bytes:
+    """Encode a success response frame (with its newline)."""
+    obj: dict[str, Any] = {
+        "kind": "response",
+        "type": request_type,
+        "id": request_id,
+        "success": True,
+    }
+    if isinstance(payload, BaseModel):
+        obj["payload"] = payload.model_dump(mode="json", exclude_none=True)
+    elif payload is not None:
+        obj["payload"] = payload
+    return _dumps(obj)
+
+
+def encode_error(
+    request_type: str,
+    request_id: str | int | None,
+    code: ErrorCode | str,
+    message: str,
+) -> bytes:
+    """Encode an error response frame (with its newline)."""
+    return _dumps(
+        {
+            "kind": "response",
+            "type": request_type,
+            "id": request_id,
+            "success": False,
+            "error": message,
+            "code": str(code),
+        }
+    )
+
+
+class Response(_PeerModel):
+    """A decoded response envelope."""
+
+    kind: Literal["response"] = "response"
+    type: str = ""
+    id: str | int | None = None
+    success: bool
+    error: str | None = None
+    code: str | None = None
+    payload: dict[str, Any] | None = None
+
+
+Message = Annotated[Response | StreamEvent, Field(discriminator="kind")]
+MESSAGE_ADAPTER: Final[TypeAdapter[Response | StreamEvent]] = TypeAdapter(Message)
+
+
+def decode_message(frame: bytes) -> Response | StreamEvent:
+    """Decode a frame received from a host: a response or a stream event.
+
+    Raise ProtocolError if it is neither.
+    """
+    try:
+        return MESSAGE_ADAPTER.validate_json(frame)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed frame from host: {_describe_validation(exc)}") from None
+
+
+# --- events (hot path) -------------------------------------------------------------
+
+
+class EventEncoder:
+    """Encode this host's stream events to wire bytes, each exactly once.
+
+    No model is built: events are ours and already valid, and this runs for every
+    line the agent prints. The output is a JSON object that validates as
+    :class:`StreamEvent`, terminated by a newline.
+    """
+
+    __slots__ = ("agent_id", "_prefix")
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        self._prefix = '"agent_id":' + json.dumps(agent_id) + ',"offset":'
+
+    def output(
+        self, offset: int, timestamp: str, data: str, stream: str, continued: bool = False
+    ) -> bytes:
+        """An ``output`` event. ``data`` must be free of lone surrogates."""
+        tail = ',"continued":true}\n' if continued else "}\n"
+        return (
+            '{"kind":"event","type":"output",'
+            + self._prefix
+            + str(offset)
+            + ',"timestamp":"'
+            + timestamp
+            + '","stream":"'
+            + stream
+            + '","data":'
+            + encode_basestring(data)
+            + tail
+        ).encode()
+
+    def event(self, event_type: str, offset: int, timestamp: str, fields: dict[str, Any]) -> bytes:
+        """Any other event; ``fields`` are added after the common ones."""
+        body = json.dumps(fields, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        rest = "}" if body == "{}" else "," + body[1:]
+        return (
+            '{"kind":"event","type":'
+            + json.dumps(event_type)
+            + ","
+            + self._prefix
+            + str(offset)
+            + ',"timestamp":"'
+            + timestamp
+            + '"'
+            + rest
+            + "\n"
+        ).encode()
+
+
+# --- helpers ---------------------------------------------------------------------
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False)[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "payload"
+        parts.append(f"{loc}: {err['msg']}")
+    more = exc.error_count() - len(parts)
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+__all__ = [
+    "CLIENT_FRAME_LIMIT",
+    "DEFAULT_FRAME_LIMIT",
+    "FINAL_STATES",
+    "MIN_PROTOCOL_VERSION",
+    "PROTOCOL_VERSION",
+    "AgentInfo",
+    "AgentState",
+    "AttachRequest",
+    "AttachResponse",
+    "EmptyRequest",
+    "EventEncoder",
+    "EventType",
+    "FrameDecoder",
+    "HistoryEntry",
+    "HistoryRequest",
+    "HistoryResponse",
+    "HostInfo",
+    "ListResponse",
+    "MessageType",
+    "PingResponse",
+    "Request",
+    "RequestError",
+    "Response",
+    "SendRequest",
+    "SendResponse",
+    "StatusResponse",
+    "StopRequest",
+    "StopResponse",
+    "StreamEvent",
+    "check_peer_version",
+    "compare_versions",
+    "decode_message",
+    "decode_request",
+    "encode_error",
+    "encode_request",
+    "encode_response",
+    "is_version_supported",
+    "parse_version",
+    "validate_payload",
+]
