@@ -1,14 +1,21 @@
 """The agent subprocess: spawn in its own process group, pipes, stop escalation, exit.
 
 The agent runs in a new session (so it is its own process-group leader, has no
-controlling terminal, and a signal to the group reaches every child it starts). stdout
-and stderr arrive through a :class:`asyncio.SubprocessProtocol` callback, so reading
-never waits for clients. stdin writes go to the pipe transport's buffer (a queue): a
-full pipe never blocks the host; the buffer is bounded by the caller.
+controlling terminal, and a signal to the group reaches every child it starts). It
+inherits exactly three descriptors: its stdin, stdout and stderr pipes.
+
+Why not ``loop.subprocess_exec``: under uvloop, libuv's spawn does not close the
+parent's descriptors in the child, so every agent would inherit strays, among them a
+duplicate of its own stdin (closing stdin in the agent would then not close the pipe).
+So the process is started with :class:`subprocess.Popen` (``close_fds``), its pipes are
+read and written with non-blocking ``os.read``/``os.write`` from ``add_reader`` /
+``add_writer`` callbacks, and its exit is noticed through a pidfd. Reading never waits
+for clients; stdin writes go through a buffer (the queue), so a full pipe never blocks
+the host.
 
 The exit is reported once, after the process was reaped *and* its output pipes were
 drained, so every line the agent printed precedes its exit. Children that outlive the
-agent and keep the pipes open are sent SIGTERM, then SIGKILL, with the group.
+agent are sent SIGTERM, then SIGKILL, with the group.
 """
 
 from __future__ import annotations
@@ -16,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import structlog
 
@@ -31,8 +39,10 @@ from agenthost.errors import AgentNotRunning
 log = structlog.get_logger("agenthost.process")
 
 _PR_SET_PDEATHSIG: Final = 1
+READ_SIZE: Final = 1 << 18  # bytes per read: large reads make large event batches
 ORPHAN_GRACE: Final = 1.0  # seconds between SIGTERM and SIGKILL for leftover children
 DRAIN_GRACE: Final = 2.0  # seconds to wait for output pipes after the agent exited
+STDOUT, STDERR = 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,27 +81,9 @@ def _child_setup() -> None:  # pragma: no cover - runs in the forked child
     # agent (the group leader), which closes the pipes its children write to.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    # The host ignores SIGHUP and SIGPIPE; ignored dispositions survive exec.
+    # The host ignores SIGHUP; ignored dispositions survive exec. (Popen restores
+    # SIGPIPE itself.)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-
-
-class _Protocol(asyncio.SubprocessProtocol):
-    def __init__(self, proc: AgentProcess) -> None:
-        self._proc = proc
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        assert isinstance(data, bytes)
-        if fd == 1:
-            self._proc.on_stdout(data)
-        elif fd == 2:
-            self._proc.on_stderr(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._proc._pipe_closed(fd, exc)
-
-    def process_exited(self) -> None:
-        self._proc._process_exited()
 
 
 class AgentProcess:
@@ -109,76 +101,168 @@ class AgentProcess:
         on_exit: Callable[[ExitStatus], None],
         on_stdin_error: Callable[[str], None],
     ) -> None:
-        self.on_stdout = on_stdout
-        self.on_stderr = on_stderr
+        self._on_output = {STDOUT: on_stdout, STDERR: on_stderr}
         self._on_exit = on_exit
         self._on_stdin_error = on_stdin_error
-        self._transport: asyncio.SubprocessTransport | None = None
-        self._stdin: asyncio.WriteTransport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._popen: subprocess.Popen[bytes] | None = None
         self.pid = 0
         self.started_at = 0.0
-        self._open_pipes: set[int] = {1, 2}
+        self._readers: dict[int, int] = {}  # our read fd -> STDOUT/STDERR
+        self._stdin: int | None = None
+        self._stdin_buf = bytearray()
+        self._stdin_eof = False  # close stdin once the buffer is written
+        self._pidfd: int | None = None
         self._reaped = False
+        self._returncode = 0
         self.status: ExitStatus | None = None
         self._done = asyncio.Event()
         self._pipes_done = asyncio.Event()
-        self._returncode = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def running(self) -> bool:
         """True from spawn until the agent was reaped."""
-        return self._transport is not None and not self._reaped
+        return self._popen is not None and not self._reaped
 
-    async def start(self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> int:
+    def start(self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> int:
         """Spawn the agent; return its pid. Raise SpawnError if it cannot start."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
+        pipes = [os.pipe() for _ in range(3)]  # non-inheritable (PEP 446) until dup'ed
+        child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
+        ours = (pipes[0][1], pipes[1][0], pipes[2][0])
         try:
-            transport, _ = await loop.subprocess_exec(
-                lambda: _Protocol(self),
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            self._popen = subprocess.Popen(
+                list(argv),
+                stdin=child_ends[0],
+                stdout=child_ends[1],
+                stderr=child_ends[2],
                 cwd=cwd,
                 env=dict(env),
+                close_fds=True,
                 start_new_session=True,
                 preexec_fn=_child_setup,
             )
         except FileNotFoundError as exc:
+            _close(*child_ends, *ours)
             raise SpawnError(f"command not found: {argv[0]} ({exc.strerror})", 127) from exc
         except PermissionError as exc:
+            _close(*child_ends, *ours)
             raise SpawnError(f"permission denied: {argv[0]} ({exc.strerror})", 126) from exc
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            _close(*child_ends, *ours)
             raise SpawnError(f"cannot start {argv[0]}: {exc}", 127) from exc
-        self._transport = transport
-        self.pid = transport.get_pid()
+        _close(*child_ends)
+        self.pid = self._popen.pid
         self.started_at = time.time()
-        # uvloop's pipe transports implement WriteTransport without subclassing it
-        self._stdin = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
-        # the agent may exit before subprocess_exec returned
-        if transport.get_returncode() is not None and not self._reaped:
-            self._process_exited()
+        for fd in ours:
+            os.set_blocking(fd, False)
+        self._stdin = ours[0]
+        self._readers = {ours[1]: STDOUT, ours[2]: STDERR}
+        for fd, stream in self._readers.items():
+            loop.add_reader(fd, self._read, fd, stream)
+        self._watch_exit(loop)
         return self.pid
+
+    def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError:  # pragma: no cover - kernels before 5.3
+            self._spawn(self._poll_exit())
+            return
+        loop.add_reader(self._pidfd, self._check_exit)
+
+    async def _poll_exit(self) -> None:  # pragma: no cover - kernels before 5.3
+        while not self._reaped:
+            await asyncio.sleep(0.05)
+            self._check_exit()
+
+    # --- output ---------------------------------------------------------------------
+
+    def _read(self, fd: int, stream: int) -> None:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            log.warning("process.read_failed", stream=stream, error=str(exc))
+            data = b""
+        if data:
+            self._on_output[stream](data)
+        else:
+            self._close_reader(fd)
+
+    def _close_reader(self, fd: int) -> None:
+        if self._readers.pop(fd, None) is None:
+            return
+        assert self._loop is not None
+        self._loop.remove_reader(fd)
+        os.close(fd)
+        if not self._readers:
+            self._pipes_done.set()
 
     # --- stdin ----------------------------------------------------------------------
 
     @property
     def stdin_buffered(self) -> int:
-        """Bytes written to stdin that the agent has not read yet."""
-        return self._stdin.get_write_buffer_size() if self._stdin is not None else 0
+        """Bytes written to stdin that the agent has not read yet (our side)."""
+        return len(self._stdin_buf)
+
+    @property
+    def stdin_open(self) -> bool:
+        return self._stdin is not None and not self._stdin_eof and not self._reaped
 
     def write(self, data: bytes) -> None:
         """Queue ``data`` for the agent's stdin. Raise AgentNotRunning if it is closed."""
-        stdin = self._stdin
-        if stdin is None or stdin.is_closing() or self._reaped:
+        if not self.stdin_open:
             raise AgentNotRunning("the agent is not running or has closed its stdin")
-        stdin.write(data)
+        if self._stdin_buf:
+            self._stdin_buf += data
+            return
+        self._stdin_buf += data
+        self._flush_stdin()
+        if self._stdin_buf and self._stdin is not None:
+            assert self._loop is not None
+            self._loop.add_writer(self._stdin, self._flush_stdin)
+
+    def _flush_stdin(self) -> None:
+        fd = self._stdin
+        if fd is None:
+            return
+        while self._stdin_buf:
+            try:
+                written = os.write(fd, self._stdin_buf)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                message = (
+                    "the agent closed its stdin"
+                    if exc.errno == errno.EPIPE
+                    else f"writing to the agent's stdin failed: {exc.strerror}"
+                )
+                dropped = len(self._stdin_buf)
+                self._close_stdin_fd()
+                self._on_stdin_error(f"{message}; {dropped} bytes of input were not delivered")
+                return
+            del self._stdin_buf[:written]
+        assert self._loop is not None
+        self._loop.remove_writer(fd)
+        if self._stdin_eof:
+            self._close_stdin_fd()
 
     def close_stdin(self) -> None:
         """Send end-of-file to the agent (after the queued input)."""
-        if self._stdin is not None and not self._stdin.is_closing():
-            self._stdin.close()
+        self._stdin_eof = True
+        if not self._stdin_buf:
+            self._close_stdin_fd()
+
+    def _close_stdin_fd(self) -> None:
+        fd, self._stdin = self._stdin, None
+        self._stdin_buf.clear()
+        if fd is not None:
+            assert self._loop is not None
+            self._loop.remove_writer(fd)
+            os.close(fd)
 
     # --- signals and stop ---------------------------------------------------------------
 
@@ -210,7 +294,7 @@ class AgentProcess:
         needed; never with ``force``).
         """
         if self.status is not None:
-            return self.status, False
+            return self.status, not force
         graceful = not force
         if force:
             self.signal_group(signal.SIGKILL)
@@ -224,24 +308,22 @@ class AgentProcess:
         assert status is not None
         return status, graceful
 
-    # --- internals ---------------------------------------------------------------------
+    # --- exit ----------------------------------------------------------------------------
 
-    def _process_exited(self) -> None:
-        if self._reaped or self._transport is None:
+    def _check_exit(self) -> None:
+        if self._reaped or self._popen is None:
+            return
+        code = self._popen.poll()
+        if code is None:
             return
         self._reaped = True
-        code = self._transport.get_returncode()
-        self._returncode = code if code is not None else -int(signal.SIGKILL)
+        self._returncode = code
+        if self._pidfd is not None:
+            assert self._loop is not None
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
         self._spawn(self._wind_down())
-
-    def _pipe_closed(self, fd: int, exc: Exception | None) -> None:
-        if fd == 0:
-            if exc is not None and not self._reaped:
-                self._on_stdin_error(f"writing to the agent's stdin failed: {exc}")
-            return
-        self._open_pipes.discard(fd)
-        if not self._open_pipes:
-            self._pipes_done.set()
 
     def _group_alive(self) -> bool:
         try:
@@ -272,9 +354,10 @@ class AgentProcess:
     def _finish(self) -> None:
         if self.status is not None:
             return
+        for fd in list(self._readers):  # output after the grace periods is dropped
+            self._close_reader(fd)
+        self._close_stdin_fd()
         self.status = ExitStatus.from_returncode(self._returncode)
-        if self._transport is not None:
-            self._transport.close()
         self._done.set()
         self._on_exit(self.status)
 
@@ -284,11 +367,22 @@ class AgentProcess:
         task.add_done_callback(self._tasks.discard)
 
     async def aclose(self) -> None:
-        """Kill whatever is left and cancel internal tasks (host shutdown)."""
+        """Kill whatever is left and release every descriptor (host shutdown)."""
         if self.running:
             self.signal_group(signal.SIGKILL)
             await self.wait(5)
         for task in list(self._tasks):
             task.cancel()
-        if self._transport is not None:
-            self._transport.close()
+        for fd in list(self._readers):
+            self._close_reader(fd)
+        self._close_stdin_fd()
+        if self._pidfd is not None and self._loop is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
