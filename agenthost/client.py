@@ -128,10 +128,7 @@ class AsyncClient:
         if self._writer is not None:
             return
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(self.socket_path, limit=1 << 16),
-                self.connect_timeout,
-            )
+            reader, writer = await asyncio.wait_for(self._open(), self.connect_timeout)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise HostNotFound(
                 f"no host is running for {self._name()} ({exc.strerror}: {self.socket_path})",
@@ -153,6 +150,17 @@ class AsyncClient:
         if self.check_version:
             ping = await self.ping()
             check_peer_version(ping.protocol_version, min_version=ping.min_protocol_version)
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        delay = 0.001
+        while True:
+            try:
+                return await asyncio.open_unix_connection(self.socket_path, limit=1 << 16)
+            except BlockingIOError:
+                # The host's listen backlog is full (a connection storm): AF_UNIX answers
+                # EAGAIN instead of queueing us. Retry until the connect timeout.
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
 
     async def close(self) -> None:
         """Close the connection (pending requests fail with NotConnected)."""
@@ -250,7 +258,13 @@ class AsyncClient:
         try:
             response = await asyncio.wait_for(asyncio.shield(future), wait)
         except TimeoutError:
-            raise RequestTimeout(f"{mtype} got no answer within {wait:g}s") from None
+            # The entry stays queued so a late answer is matched to it, not to the next
+            # request; cancelling it means nobody has to read its outcome.
+            future.cancel()
+            raise RequestTimeout(
+                f"the host for {self._name()} did not answer {mtype} within {wait:g}s",
+                hint="it may be stopped (SIGSTOP) or overloaded; `agenthost list` shows it",
+            ) from None
         if response.id not in (request_id, None):
             raise ProtocolError(f"response id {response.id!r} does not match {request_id!r}")
         if not response.success:
@@ -415,7 +429,11 @@ class Client:
             self._runner.close()
 
     def __enter__(self) -> Client:
-        self.connect()
+        try:
+            self.connect()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(

@@ -85,6 +85,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self._inbox: deque[bytes | FrameTooLarge] = deque()
         self._busy = False
+        self._eof = False
         self._task: asyncio.Task[None] | None = None
 
     # --- asyncio.Protocol -----------------------------------------------------------
@@ -126,9 +127,16 @@ class Connection(asyncio.Protocol):
                 return
 
     def eof_received(self) -> bool:
-        # A half-closed client still gets its responses and its stream; we close when
-        # the server shuts down or the client goes away entirely.
+        # The client will send nothing more. It still gets the answers to what it
+        # sent, and an attached client keeps its stream (a write will tell us when it
+        # is really gone); any other connection is closed once its answers are out.
+        self._eof = True
+        self._close_if_done()
         return True
+
+    def _close_if_done(self) -> None:
+        if self._eof and not (self._busy or self._inbox or self.attached or self.closed):
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -199,6 +207,7 @@ class Connection(asyncio.Protocol):
         self._busy = False
         while self._inbox and not self._busy and not self.closed:
             self._process(self._inbox.popleft())
+        self._close_if_done()
 
     # --- streaming --------------------------------------------------------------------
 
@@ -216,6 +225,8 @@ class Connection(asyncio.Protocol):
         """Stop streaming to this connection (no event follows the detach response)."""
         self.attached = False
         self.server.attached.discard(self)
+        if self._eof and not self.closed:
+            asyncio.get_running_loop().call_soon(self._close_if_done)
 
     def pump(self) -> None:
         """Write retained events from the cursor on, until caught up or paused."""

@@ -1,0 +1,282 @@
+"""Test tooling: real host processes, raw socket connections, condition waits.
+
+Nothing here sleeps to synchronise: :func:`wait_for` polls a condition until a
+deadline, readiness uses the host's own ``READY=1`` notification, and raw reads block
+on the socket with a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+
+from agenthost.client import Client
+from agenthost.host.spawn import ReadyListener
+
+T = TypeVar("T")
+DEADLINE = 30.0
+PY = sys.executable
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = DEADLINE, what: str = "condition") -> T:
+    """Poll ``predicate`` until it returns a truthy value; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(delay)  # polling interval of a condition wait, not a synchronisation
+        delay = min(delay * 2, 0.05)
+
+
+def pid_gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (a zombie counts as gone)."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+class RawConn:
+    """A blocking raw connection to a host socket, for protocol-level tests."""
+
+    def __init__(self, path: Path, timeout: float = 10.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.sock.connect(os.fspath(path))
+                break
+            except BlockingIOError:  # listen backlog full: AF_UNIX says EAGAIN, retry
+                if time.monotonic() > deadline:
+                    self.sock.close()
+                    raise
+                time.sleep(0.005)
+            except OSError:
+                self.sock.close()
+                raise
+        self.buf = b""
+        self._ids = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawConn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, mtype: str, payload: Any = None, **envelope: Any) -> str:
+        self._ids += 1
+        rid = f"t{self._ids}"
+        obj: dict[str, Any] = {"type": mtype, "id": rid, **envelope}
+        if payload is not None:
+            obj["payload"] = payload
+        self.send_raw((json.dumps(obj) + "\n").encode())
+        return rid
+
+    def frame(self) -> dict[str, Any]:
+        """The next frame; raises on EOF or timeout."""
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise EOFError("connection closed by the host")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        obj = json.loads(line)
+        assert isinstance(obj, dict)
+        return obj
+
+    def read_until(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """Read frames (blocking, with the socket timeout) until one matches."""
+        while True:
+            f = self.frame()
+            if predicate(f):
+                return f
+
+    def response(self) -> dict[str, Any]:
+        """The next response frame, skipping events."""
+        while True:
+            f = self.frame()
+            if f.get("kind") == "response":
+                return f
+
+    def request(self, mtype: str, payload: Any = None, **envelope: Any) -> dict[str, Any]:
+        rid = self.send(mtype, payload, **envelope)
+        resp = self.response()
+        assert resp["id"] == rid, resp
+        return resp
+
+    def events(self, until_offset: int) -> list[dict[str, Any]]:
+        """Events up to and including ``until_offset`` (responses are an error here)."""
+        out: list[dict[str, Any]] = []
+        while not out or out[-1]["offset"] < until_offset:
+            f = self.frame()
+            assert f["kind"] == "event", f
+            out.append(f)
+        return out
+
+    def closed_by_peer(self) -> bool:
+        """Read until EOF (discarding data); True if the host closed the connection."""
+        try:
+            while self.sock.recv(1 << 16):
+                pass
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        return True
+
+
+class HostProc:
+    """An ``agenthost serve`` process started by a test."""
+
+    def __init__(self, home: Path, agent_id: str, proc: subprocess.Popen[bytes], log: Path):
+        self.home = home
+        self.agent_id = agent_id
+        self.proc = proc
+        self.log_path = log
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def socket_path(self) -> Path:
+        return self.home / "hosts" / f"{self.agent_id}.sock"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.home / "hosts" / f"{self.agent_id}.lock"
+
+    def client(self, **kw: Any) -> Client:
+        client = Client(self.agent_id, home=self.home, **kw)
+        client.connect()
+        return client
+
+    def raw(self, timeout: float = 10.0) -> RawConn:
+        return RawConn(self.socket_path, timeout)
+
+    def status(self) -> dict[str, Any]:
+        with self.raw() as conn:
+            resp = conn.request("host.status")
+        assert resp["success"], resp
+        payload: dict[str, Any] = resp["payload"]
+        return payload
+
+    def agent(self) -> dict[str, Any]:
+        agent: dict[str, Any] = self.status()["agent"]
+        return agent
+
+    def wait_state(self, *states: str, timeout: float = DEADLINE) -> dict[str, Any]:
+        return wait_for(
+            lambda: (a := self.agent())["state"] in states and a,
+            timeout,
+            f"state in {states}",
+        )
+
+    def wait_exit(self, timeout: float = DEADLINE) -> int:
+        return self.proc.wait(timeout)
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def serve_argv(home: Path, agent_id: str, args: Sequence[str], command: Sequence[str]) -> list[str]:
+    argv = [PY, "-m", "agenthost", "serve", "--agent-id", agent_id, "--home", str(home)]
+    argv += ["--log-level", "debug", *args]
+    if command:
+        argv += ["--", *command]
+    return argv
+
+
+def start_host(
+    home: Path,
+    agent_id: str = "a1",
+    *args: str,
+    command: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    wait_ready: bool = True,
+) -> HostProc:
+    """Start ``agenthost serve`` and wait for its READY=1 notification."""
+    log = home / f"{agent_id}.host.log"
+    full_env = {**os.environ, "AGENTHOST_DEMO_PACE": "0", **(env or {})}
+    with ReadyListener() as listener:
+        full_env["NOTIFY_SOCKET"] = listener.address
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen(
+                serve_argv(home, agent_id, args, command),
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=fh,
+                env=full_env,
+            )
+        host = HostProc(home, agent_id, proc, log)
+        if wait_ready:
+            try:
+                listener.wait(proc, DEADLINE)
+            except Exception as exc:
+                raise AssertionError(f"host did not start: {exc}\n{host.log()}") from exc
+    return host
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a host and every process of its agent's group (test teardown)."""
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    for p in [*children]:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+
+
+def lines_agent(code: str) -> list[str]:
+    """A ``lines`` agent command running a Python snippet."""
+    return [PY, "-u", "-c", code]
+
+
+def iter_offsets(events: Sequence[dict[str, Any]]) -> Iterator[int]:
+    for e in events:
+        yield int(e["offset"])
+
+
+def assert_contiguous(offsets: Sequence[int], first: int, last: int | None = None) -> None:
+    """``offsets`` is exactly first, first+1, ... (, last)."""
+    expected_last = first + len(offsets) - 1 if last is None else last
+    assert list(offsets) == list(range(first, expected_last + 1)), (
+        f"not contiguous: first={offsets[:3]}... expected {first}..{expected_last}, "
+        f"got {len(offsets)} offsets"
+    )
