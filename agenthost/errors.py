@@ -35,6 +35,9 @@ class AgentHostError(Exception):
     """
 
     code: ErrorCode = ErrorCode.INTERNAL
+    remote: bool = False
+    """True when the error came from a host's error response (``code`` is then the
+    wire code it sent); False when it was detected on this side."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -172,8 +175,10 @@ def error_from_code(code: str | None, message: str) -> AgentHostError:
     try:
         key = ErrorCode(code) if code is not None else ErrorCode.INTERNAL
     except ValueError:
-        return InternalError(f"{message} (code {code!r})")
+        unknown = InternalError(f"{message} (code {code!r})")
+        unknown.remote = True
+        return unknown
     cls = _BY_CODE[key]
-    if issubclass(cls, ProtocolError):
-        return cls(message, code=key)
-    return cls(message)
+    error = cls(message, code=key) if issubclass(cls, ProtocolError) else cls(message)
+    error.remote = True
+    return error

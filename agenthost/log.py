@@ -7,6 +7,7 @@ at DEBUG, so logs are safe to ship by default.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
@@ -21,7 +22,9 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if use_json
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+        )
     )
     structlog.configure(
         processors=[

@@ -34,7 +34,7 @@ def validate_agent_id(agent_id: str) -> str:
     digit. So no ``/``, no ``..`` component, no hidden files, nothing to escape the
     hosts directory.
     """
-    if not isinstance(agent_id, str) or not _AGENT_ID_RE.match(agent_id):
+    if not isinstance(agent_id, str) or not _AGENT_ID_RE.fullmatch(agent_id):
         raise InvalidAgentId(
             f"invalid agent id {agent_id!r}",
             hint=(
@@ -51,7 +51,8 @@ def default_home() -> Path:
     if env:
         return Path(env).expanduser()
     state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
+    # the XDG spec: a relative value is invalid and must be ignored
+    base = Path(state) if state and os.path.isabs(state) else Path.home() / ".local" / "state"
     return base / "agenthost"
 
 
@@ -114,7 +115,9 @@ def ensure_private_dir(path: Path) -> Path:
     by another user is refused, because whoever owns it can replace our sockets.
     """
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # a home created here is private too (an existing one is left as it is)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
         st = path.stat()
     except OSError as exc:
         raise ConfigError(f"cannot create directory {path}: {exc.strerror}") from exc

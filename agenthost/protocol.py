@@ -101,7 +101,7 @@ _VERSION_RE: Final = re.compile(r"^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$")
 
 def parse_version(version: str) -> tuple[int, int]:
     """Parse ``"MAJOR.MINOR"`` into a tuple of ints; raise ProtocolError otherwise."""
-    match = _VERSION_RE.match(version) if isinstance(version, str) else None
+    match = _VERSION_RE.fullmatch(version) if isinstance(version, str) else None
     if match is None:
         raise ProtocolError(f"invalid protocol version {version!r}: expected MAJOR.MINOR")
     return int(match.group(1)), int(match.group(2))
@@ -231,6 +231,9 @@ class StreamEvent(_OpenModel):
     """``stdout`` or ``stderr`` for ``output`` events."""
     continued: bool | None = None
     """True on an ``output`` chunk of an over-long line that continues in the next event."""
+    escaped: bool | None = None
+    """True on an ``output`` event whose bytes were not valid UTF-8: each invalid byte
+    appears in ``data`` as a ``\\xNN`` escape."""
     state: str | None = None
     chat_entry: HistoryEntry | None = None
     error: str | None = None
@@ -462,7 +465,8 @@ def decode_request(frame: bytes) -> Request:
     ``protocol_version``); the payload is checked by :func:`validate_payload`.
     """
     try:
-        obj = json.loads(frame)
+        # Frames are UTF-8: decode explicitly (json.loads(bytes) would guess UTF-16/32).
+        obj = json.loads(frame.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise RequestError(f"malformed JSON: {_short(exc)}", code=ErrorCode.BAD_REQUEST) from None
     if not isinstance(obj, dict):
@@ -624,7 +628,15 @@ def decode_message(frame: bytes) -> Response | StreamEvent:
     try:
         return MESSAGE_ADAPTER.validate_json(frame)
     except ValidationError as exc:
-        raise ProtocolError(f"malformed frame from host: {_describe_validation(exc)}") from None
+        first_error = exc
+    # pydantic's JSON parser refuses escaped lone surrogates ("\\ud800") that other
+    # encoders (older hosts, other languages) may send: retry through the json module.
+    try:
+        return MESSAGE_ADAPTER.validate_python(json.loads(frame))
+    except (ValueError, RecursionError, ValidationError):
+        raise ProtocolError(
+            f"malformed frame from host: {_describe_validation(first_error)}"
+        ) from None
 
 
 # --- events (hot path) -------------------------------------------------------------
@@ -645,10 +657,20 @@ class EventEncoder:
         self._prefix = '"agent_id":' + json.dumps(agent_id) + ',"offset":'
 
     def output(
-        self, offset: int, timestamp: str, data: str, stream: str, continued: bool = False
+        self,
+        offset: int,
+        timestamp: str,
+        data: str,
+        stream: str,
+        continued: bool = False,
+        escaped: bool = False,
     ) -> bytes:
         """An ``output`` event. ``data`` must be free of lone surrogates."""
-        tail = ',"continued":true}\n' if continued else "}\n"
+        tail = "}\n"
+        if continued or escaped:
+            tail = (',"continued":true' if continued else "") + (
+                ',"escaped":true}\n' if escaped else "}\n"
+            )
         return (
             '{"kind":"event","type":"output",'
             + self._prefix
@@ -663,10 +685,13 @@ class EventEncoder:
         ).encode()
 
     def event(self, event_type: str, offset: int, timestamp: str, fields: dict[str, Any]) -> bytes:
-        """Any other event; ``fields`` are added after the common ones."""
-        body = json.dumps(fields, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        """Any other event; ``fields`` are added after the common ones.
+
+        Raise ValueError or TypeError if ``fields`` cannot be encoded (NaN, objects).
+        """
+        body = json.dumps(fields, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         rest = "}" if body == "{}" else "," + body[1:]
-        return (
+        return _utf8(
             '{"kind":"event","type":'
             + json.dumps(event_type)
             + ","
@@ -677,14 +702,26 @@ class EventEncoder:
             + '"'
             + rest
             + "\n"
-        ).encode()
+        )
 
 
 # --- helpers ---------------------------------------------------------------------
 
 
 def _dumps(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
+    return _utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; lone surrogates (from JSON the agent or a peer sent,
+    e.g. half an emoji) become U+FFFD, so every frame we write is valid UTF-8."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text).encode()
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:

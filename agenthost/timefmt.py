@@ -37,6 +37,6 @@ def go_duration(seconds: float) -> str:
 
 def short_duration(seconds: float) -> str:
     """A short human duration with one decimal under a minute: ``2.5s``, ``3m4s``."""
-    if seconds < 60:
+    if seconds < 59.95:  # would round to "60.0s"
         return f"{seconds:.1f}s"
     return go_duration(seconds)

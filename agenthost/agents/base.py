@@ -22,6 +22,7 @@ class Output:
     data: str
     stream: str = "stdout"
     continued: bool = False
+    escaped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

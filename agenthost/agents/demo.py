@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import ClassVar
 
-from agenthost.agents.base import Adapter, AdapterEvent, StateChange
+from agenthost.agents.base import Adapter, AdapterEvent, ErrorNote, Output, StateChange
 from agenthost.agents.streamjson import StreamJsonParser, user_message
 from agenthost.protocol import AgentState
 
@@ -29,11 +29,26 @@ class StreamJsonAdapter(Adapter):
     def __init__(self) -> None:
         self.parser = StreamJsonParser()
         self._pending_turns = 0
+        self._fragment_bytes = 0  # size so far of an over-long line being cut
+
+    def parse_fragment(self, chunk: str, continued: bool) -> list[AdapterEvent]:
+        self._fragment_bytes += len(chunk)
+        return [Output(chunk, continued=continued)]
 
     def initial_state(self) -> AgentState:
         return AgentState.IDLE
 
     def parse_line(self, line: str) -> list[AdapterEvent]:
+        if self._fragment_bytes:
+            # the last piece of a line too long to parse: keep it raw, and say so
+            size, self._fragment_bytes = self._fragment_bytes + len(line), 0
+            return [
+                Output(line),
+                ErrorNote(
+                    f"agent printed a line of about {size} characters, more than the "
+                    f"{self.max_line_bytes} bytes parsed; it is kept as raw output only"
+                ),
+            ]
         events = self.parser.parse(line)
         if any(isinstance(e, StateChange) and e.state is AgentState.IDLE for e in events):
             self._pending_turns = max(0, self._pending_turns - 1)

@@ -32,6 +32,7 @@ HELP = """I am the agenthost demo agent. Say anything and I will count your word
 /sleep S         a turn that takes S seconds
 /error           a turn that ends with an API error result
 /stderr TEXT     print TEXT on stderr, then answer normally
+/garbage         print lines that are not valid stream-json, then answer normally
 /exit [CODE]     exit with CODE (default 0)
 /signal NAME     kill myself with a signal (e.g. KILL, TERM)"""
 
@@ -204,6 +205,13 @@ class Demo:
         print(arg, file=sys.stderr, flush=True)
         self.normal_turn(arg, started)
 
+    def cmd_garbage(self, arg: str, started: float) -> None:
+        out = sys.stdout.buffer
+        for line in GARBAGE:
+            out.write(line + b"\n")
+        out.flush()
+        self.normal_turn("garbage survived", started)
+
     def cmd_exit(self, arg: str, started: float) -> None:
         sys.stdout.flush()
         os._exit(_int(arg, 0))
@@ -215,12 +223,25 @@ class Demo:
         os.kill(os.getpid(), sig)
 
 
+GARBAGE = [
+    b"this is not json",
+    b'{"type": "assistant", "message": "not an object"',
+    b"[1, 2, 3]",
+    b'{"type": 42}',
+    b'{"type": "assistant", "message": {"content": [null, 7, {"type": "text", "text": 5}]}}',
+    b'{"type": "user", "message": {"content": [{"type": "tool_result", "content": {"x": 1}}]}}',
+    b'{"type": "result", "total_cost_usd": "free", "usage": [], "is_error": "maybe"}',
+    b"\xff\xfe invalid utf-8 \xc3\x28",
+    b"[" * 100_000,
+]
+
 COMMANDS = {
     "/help": Demo.cmd_help,
     "/flood": Demo.cmd_flood,
     "/sleep": Demo.cmd_sleep,
     "/error": Demo.cmd_error,
     "/stderr": Demo.cmd_stderr,
+    "/garbage": Demo.cmd_garbage,
     "/exit": Demo.cmd_exit,
     "/signal": Demo.cmd_signal,
 }

@@ -123,13 +123,16 @@ class StreamJsonParser:
         if not stripped:
             return events
         try:
-            obj = json.loads(stripped)
+            # NaN/Infinity are not JSON (Python accepts them): read them as null so
+            # the line can still be published.
+            obj = json.loads(stripped, parse_constant=_no_constant)
         except (ValueError, RecursionError):
             events.append(ErrorNote(f"agent printed a line that is not JSON: {_clip(stripped)}"))
             return events
         if not isinstance(obj, dict):
             return events
-        handler = _HANDLERS.get(obj.get("type"))  # type: ignore[arg-type]
+        kind = obj.get("type")
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             events.extend(handler(self, obj))
         return events
@@ -212,9 +215,10 @@ class StreamJsonParser:
     def _result(self, obj: dict[str, Any]) -> list[AdapterEvent]:
         self._turns += 1
         result: dict[str, Any] = {}
-        for key in ("subtype", "is_error", "duration_ms", "duration_api_ms", "num_turns"):
-            if key in obj and isinstance(obj[key], str | int | float | bool):
-                result[key] = obj[key]
+        for key, kinds in _RESULT_FIELDS.items():
+            value = obj.get(key)
+            if isinstance(value, kinds) and (kinds is bool or not isinstance(value, bool)):
+                result[key] = value
         cost = obj.get("total_cost_usd", obj.get("cost_usd"))
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             result["cost_usd"] = cost
@@ -230,11 +234,22 @@ class StreamJsonParser:
         is_error = obj.get("is_error") is True or str(obj.get("subtype", "")).startswith("error")
         if is_error:
             text = obj.get("result")
-            info["last_error"] = (
-                _clip(text) if isinstance(text, str) and text else str(obj.get("subtype"))
-            )
+            subtype = obj.get("subtype")
+            if isinstance(text, str) and text:
+                info["last_error"] = _clip(text)
+            else:
+                info["last_error"] = subtype if isinstance(subtype, str) else "turn failed"
         return [TurnResult(result), InfoUpdate(info), StateChange(AgentState.IDLE)]
 
+
+# what a result line may carry into the result event, with the types we accept
+_RESULT_FIELDS: Final[dict[str, type | tuple[type, ...]]] = {
+    "subtype": str,
+    "is_error": bool,
+    "duration_ms": (int, float),
+    "duration_api_ms": (int, float),
+    "num_turns": int,
+}
 
 _HANDLERS: Final = {
     "system": StreamJsonParser._system,
@@ -251,6 +266,10 @@ def _compact(value: Any) -> str:
         return repr(value)
 
 
+def _no_constant(_name: str) -> None:
+    return None
+
+
 def _clip(text: str, limit: int = SUMMARY_MAX) -> str:
-    text = " ".join(text.split()) if "\n" in text or "\t" in text else text
+    text = " ".join(text.split())  # one line: no \n, \r, \t, \v, \f
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -127,7 +127,7 @@ async def _attach(
                     f"── {a.id} · {a.backend} · {a.state}"
                     + (f" · task {a.task}" if a.task else "")
                     + (f" · project {a.project}" if a.project else "")
-                    + f" · replaying {replay} events{note}"
+                    + f" · replaying {replay} event{'' if replay == 1 else 's'}{note}"
                     + (" · type to send, Ctrl-C to detach" if interactive else "")
                 ),
                 err=True,

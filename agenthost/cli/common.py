@@ -70,7 +70,8 @@ def home_option(func: Callable[P, R]) -> Callable[P, R]:
         "--home",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="State directory (default $AGENTHOST_HOME, else ~/.local/state/agenthost).",
+        help="State directory [default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost, "
+        "else ~/.local/state/agenthost].",
     )(func)
 
 
@@ -85,13 +86,25 @@ def print_json(obj: Any) -> None:
 
 
 def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoReturn:
-    """Report an error (with its hint) and exit with its status."""
+    """Report an error (with its hint) and exit with its status.
+
+    With ``--json`` the error is a JSON object on stdout: ``reason`` names the exit
+    status (``no_host``, ``timeout``, ...); ``code`` is the host's wire error code,
+    present only when the host itself refused the request.
+    """
     code = exit_code_for(exc)
     hint = exc.hint
-    if isinstance(exc, HostNotFound) and home is not None:
-        hint = _did_you_mean(exc, home) or hint
+    if isinstance(exc, HostNotFound | NotConnected) and home is not None:
+        hint = _diagnose(home) or hint
     if as_json:
-        body = {"ok": False, "error": exc.message, "code": str(exc.code), "exit_code": int(code)}
+        body: dict[str, Any] = {
+            "ok": False,
+            "error": exc.message,
+            "reason": code.name.lower(),
+            "exit_code": int(code),
+        }
+        if exc.remote:
+            body["code"] = str(exc.code)
         if hint:
             body["hint"] = hint
         print_json(body)
@@ -123,28 +136,51 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
 _AGENT_HINT: dict[str, str] = {}
 
 
-def _did_you_mean(exc: HostNotFound, home: Path) -> str | None:
+def remember_agent_id(agent_id: str) -> str:
+    """Record the agent id a command is about, for the hints of :func:`fail`."""
+    _AGENT_HINT["agent_id"] = agent_id
+    return agent_id
+
+
+def _diagnose(home: Path) -> str | None:
+    """Why no host answers for the remembered agent id, and what to do."""
+    from agenthost.lockfile import is_lock_held, read_lock_info
+    from agenthost.paths import lock_path, socket_path
+
     agent_id = _AGENT_HINT.get("agent_id")
+    if agent_id is None:
+        return None
+    try:
+        lock = lock_path(home, agent_id)
+        sock = socket_path(home, agent_id)
+    except AgentHostError:
+        return None
+    if is_lock_held(lock):
+        pid = (read_lock_info(lock) or {}).get("pid")
+        who = f"pid {pid}" if isinstance(pid, int) else "a live process"
+        if not sock.exists():
+            return (
+                f"a host for {agent_id!r} is alive ({who}) but its socket file was deleted; "
+                f"`kill -USR1 {pid if isinstance(pid, int) else '<pid>'}` re-creates it"
+            )
+        return f"a host for {agent_id!r} is alive ({who}) but does not answer: stopped or busy?"
+    if sock.exists():
+        return (
+            f"the host for {agent_id!r} is gone (its socket is left over); "
+            f"`agenthost serve --agent-id {agent_id}` starts a new one and cleans it up"
+        )
     try:
         known = sorted(
             a for p in hosts_dir(home).iterdir() if (a := agent_id_from_socket(p)) is not None
         )
     except OSError:
         known = []
-    if agent_id is None:
-        return None
     close = difflib.get_close_matches(agent_id, known, n=3, cutoff=0.6)
     if close:
         return "did you mean " + " or ".join(repr(c) for c in close) + "?"
     if known:
         return "running agents: " + ", ".join(known[:10]) + (" ..." if len(known) > 10 else "")
     return "no host is running; start one with `agenthost serve --agent-id ID`"
-
-
-def remember_agent_id(agent_id: str) -> str:
-    """Record the agent id a command is about, for "did you mean" hints."""
-    _AGENT_HINT["agent_id"] = agent_id
-    return agent_id
 
 
 def use_color(stream: Any = None) -> bool:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from agenthost.agents import ADAPTERS, DEFAULT_AGENT
 from agenthost.cli.common import (
     Exit,
     handle_errors,
@@ -15,8 +16,6 @@ from agenthost.cli.common import (
     remember_agent_id,
 )
 from agenthost.log import LEVELS
-
-AGENT_KINDS = ("demo", "lines")
 
 
 def _parse_env(values: tuple[str, ...]) -> dict[str, str]:
@@ -34,8 +33,8 @@ def _parse_env(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--agent",
     "kind",
-    type=click.Choice(AGENT_KINDS),
-    default="demo",
+    type=click.Choice(sorted(ADAPTERS)),
+    default=DEFAULT_AGENT,
     help="How the agent speaks: demo (built-in, no API key) or lines (any command).",
 )
 @click.option(
@@ -64,6 +63,12 @@ def _parse_env(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--ring-bytes", type=click.IntRange(min=1024), default=16 << 20, help="Bytes of events kept."
 )
+@click.option(
+    "--client-buffer",
+    type=click.IntRange(min=4096),
+    default=1 << 20,
+    help="Bytes buffered per client before it is served from the ring instead.",
+)
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
 @home_option
@@ -82,13 +87,14 @@ def serve(
     stop_timeout: float,
     ring_size: int,
     ring_bytes: int,
+    client_buffer: int,
     detach: bool,
     log_level: str,
     home: Path | None,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Run the host of one agent: ``agenthost serve --agent-id ID [-- COMMAND ...]``.
+    """Run the host of one agent: agenthost serve --agent-id ID [-- COMMAND ...]
 
     The host owns the agent process and serves its socket at
     <home>/hosts/ID.sock. In the foreground it runs until stopped (Ctrl-C, SIGTERM,
@@ -98,18 +104,20 @@ def serve(
     arguments for the demo agent (e.g. -- --pace 0).
     """
     from agenthost.agents import make_adapter
-    from agenthost.paths import resolve_home, validate_agent_id
+    from agenthost.paths import check_socket_path, resolve_home, socket_path
 
     remember_agent_id(agent_id)
-    validate_agent_id(agent_id)
-    make_adapter(kind).build_command(command)  # usage errors before anything starts
     root = resolve_home(home)
+    # usage errors before anything starts, in the foreground and with --detach alike
+    check_socket_path(socket_path(root, agent_id))
+    make_adapter(kind).build_command(command)
     extra_env = _parse_env(env)
     if detach:
         from agenthost.host.spawn import spawn_detached
 
         args = ["--agent", kind, "--linger", str(linger), "--stop-timeout", str(stop_timeout)]
         args += ["--ring-size", str(ring_size), "--ring-bytes", str(ring_bytes)]
+        args += ["--client-buffer", str(client_buffer)]
         args += ["--cwd", str((cwd or Path.cwd()).absolute()), "--log-level", log_level]
         args += ["--project", project]
         for flag, value in (("--task", task), ("--description", description)):
@@ -153,6 +161,7 @@ def serve(
         stop_timeout=stop_timeout,
         ring_size=ring_size,
         ring_bytes=ring_bytes,
+        client_high_water=client_buffer,
     )
     run_host(config)
 

@@ -25,7 +25,13 @@ def _style() -> Style:
 
 @click.command(name="list")
 @click.option("--project", default=None, help="Only agents of this project.")
-@click.option("--timeout", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds to wait for each host's answer.",
+)
 @home_option
 @json_option
 @handle_errors
@@ -149,7 +155,8 @@ def send(
     from agenthost.client import Client
 
     remember_agent_id(agent_id)
-    message = sys.stdin.read() if text == ("-",) else " ".join(text)
+    # a message read from stdin ends with the newline of its last line: not part of it
+    message = sys.stdin.read().rstrip("\n") if text == ("-",) else " ".join(text)
     with Client(agent_id, home=home) as client:
         result = client.send(message, key=key)
     if as_json:
@@ -185,8 +192,13 @@ def stop(
     if as_json:
         print_json(result.model_dump(mode="json", exclude_none=True))
         return
-    how = f"signal {result.signal}" if result.signal else f"exit code {result.exit_code}"
-    kind = "gracefully" if result.graceful else "forcibly"
+    if result.signal == "SIGKILL" and not result.graceful:
+        how = "killed with SIGKILL" + ("" if force else " (it ignored SIGTERM)")
+    elif result.signal:
+        how = f"ended by {result.signal}"
+    else:
+        how = f"exited with code {result.exit_code}"
     click.echo(
-        f"stopped {agent_id} {kind} in {result.duration}: {how}, final state {result.final_state}"
+        f"stopped {agent_id}: the agent {how} after {result.duration} "
+        f"(final state {result.final_state})"
     )

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -201,7 +201,7 @@ class Host:
         env.update(self.adapter.environment())
         env.update(self.config.env)
         try:
-            pid = await self.process.start(self.argv, self.worktree, env)
+            pid = self.process.start(self.argv, self.worktree, env)
         except SpawnError as exc:
             log.error("agent.spawn_failed", error=str(exc))
             self.exit = ExitStatus(exc.exit_code, None, time.time())
@@ -212,7 +212,12 @@ class Host:
         self.agent_started_at = self.process.started_at
         log.info("agent.spawned", pid=pid, argv0=self.argv[0])
         self._write_lock_info()
-        if self.exit is None:  # it may already have exited and been reported
+        self._leave_starting()
+
+    def _leave_starting(self) -> None:
+        # Output can arrive before the spawn call returned: the state event that says
+        # the agent runs must still come first.
+        if self.state is AgentState.STARTING:
             self._publish([StateChange(self.adapter.initial_state())])
 
     def _install_signals(self) -> None:
@@ -223,15 +228,12 @@ class Host:
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
         loop.add_signal_handler(signal.SIGUSR1, self._on_rebind_signal)
 
-    def _remove_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-            loop.remove_signal_handler(sig)
-
     def _on_stop_signal(self, sig: int) -> None:
         log.info("host.signal", signal=signal.Signals(sig).name)
-        if self._stop_task is not None:
-            # A second SIGTERM/SIGINT during a stop: no more waiting.
+        if self._stop_task is not None or (self._shutdown and self._shutdown.is_set()):
+            # A second SIGTERM/SIGINT during a stop or the shutdown: no more waiting.
+            # (The handlers stay installed until the loop closes, so a late signal
+            # never kills the host before it removed its socket and lock.)
             self.process.signal_group(signal.SIGKILL)
             return
         task = self.request_stop(force=False, timeout=self.config.stop_timeout)
@@ -254,8 +256,6 @@ class Host:
     async def _close(self) -> None:
         if self._linger is not None:
             self._linger.cancel()
-        with contextlib.suppress(Exception):
-            self._remove_signals()
         if self.process.running:
             await self.process.stop(self.config.stop_timeout, force=False)
         await self.server.close()
@@ -313,6 +313,8 @@ class Host:
     # --- the agent's output -------------------------------------------------------------
 
     def _on_stdout(self, data: bytes) -> None:
+        if self.state is AgentState.STARTING:
+            self._leave_starting()
         lines = self._stdout.feed(data)
         if lines:
             self._consume_stdout(lines)
@@ -324,22 +326,28 @@ class Host:
         events: list[AdapterEvent] = []
         adapter = self.adapter
         for line in lines:
-            text = line.decode("utf-8", "backslashreplace")
+            text, escaped = _decode(line)
             try:
                 if type(line) is Fragment:
-                    events.extend(adapter.parse_fragment(text, True))
+                    parsed = adapter.parse_fragment(text, True)
                 else:
-                    events.extend(adapter.parse_line(text))
+                    parsed = adapter.parse_line(text)
             except Exception as exc:  # an adapter bug must not lose the line
                 log.exception("adapter.failed")
-                events.append(Output(text))
-                events.append(ErrorNote(f"{adapter.kind} adapter failed on a line: {exc!r}"))
+                parsed = [Output(text), ErrorNote(f"{adapter.kind} adapter failed: {exc!r}")]
+            if escaped:
+                parsed = [replace(e, escaped=True) if type(e) is Output else e for e in parsed]
+            events.extend(parsed)
         self._publish(events)
 
     def _on_stderr(self, data: bytes) -> None:
+        if self.state is AgentState.STARTING:
+            self._leave_starting()
         lines = self._stderr.feed(data)
         if lines:
             self._publish_lines(lines, "stderr")
+            for line in lines:  # bodies only at DEBUG (see agenthost.log)
+                log.debug("agent.stderr", line=line.decode("utf-8", "backslashreplace"))
 
     def _on_stdin_error(self, message: str) -> None:
         log.warning("agent.stdin_failed", error=message)
@@ -377,13 +385,11 @@ class Host:
         offset = first = ring.next_offset
         chunks = []
         for line in lines:
-            data = encode(
-                offset,
-                timestamp,
-                line.decode("utf-8", "backslashreplace"),
-                stream,
-                type(line) is Fragment,
-            )
+            try:
+                data = encode(offset, timestamp, line.decode(), stream, type(line) is Fragment)
+            except UnicodeDecodeError:
+                text = line.decode("utf-8", "backslashreplace")
+                data = encode(offset, timestamp, text, stream, type(line) is Fragment, True)
             append(data, len(data))
             chunks.append(data)
             offset += 1
@@ -398,35 +404,53 @@ class Host:
         encoder = self.encoder
         for ev in events:
             offset = ring.next_offset
-            if type(ev) is Output:
-                data = encoder.output(offset, timestamp, ev.data, ev.stream, ev.continued)
-            elif type(ev) is Chat:
-                entry = dict(ev.entry)
-                entry["timestamp"] = timestamp
-                data = encoder.event(EventType.CHAT_ENTRY, offset, timestamp, {"chat_entry": entry})
-                entry["offset"] = offset
-                self.history.append(entry, len(data))
-            elif type(ev) is StateChange:
-                if ev.state is self.state:
-                    continue
-                log.info("agent.state", state=ev.state.value, previous=self.state.value)
-                self.state = ev.state
-                data = encoder.event(EventType.STATE, offset, timestamp, {"state": ev.state.value})
-            elif type(ev) is InfoUpdate:
-                self.info.update(ev.fields)
-                continue
-            elif type(ev) is ErrorNote:
-                self.info["last_error"] = ev.message
-                data = encoder.event(EventType.ERROR, offset, timestamp, {"error": ev.message})
-            elif type(ev) is TurnResult:
-                data = encoder.event(EventType.RESULT, offset, timestamp, {"result": ev.result})
-            else:  # pragma: no cover - exhaustive
+            try:
+                data = self._encode(ev, offset, timestamp)
+            except (ValueError, TypeError) as exc:  # never a hole in the stream
+                log.exception("event.unencodable")
+                self.info["last_error"] = f"could not encode an event: {exc}"
+                data = encoder.event(
+                    EventType.ERROR, offset, timestamp, {"error": self.info["last_error"]}
+                )
+            if data is None:
                 continue
             ring.append(data, len(data))
             chunks.append(data)
         if chunks:
             self.server.broadcast(first, b"".join(chunks), len(chunks))
         return first
+
+    def _encode(self, ev: AdapterEvent, offset: int, timestamp: str) -> bytes | None:
+        """Bytes of one event, applying its effect on state, info and history.
+
+        None for what changes the host's view without a stream event (an info update,
+        a state it is already in).
+        """
+        encoder = self.encoder
+        if type(ev) is Output:
+            return encoder.output(offset, timestamp, ev.data, ev.stream, ev.continued, ev.escaped)
+        if type(ev) is Chat:
+            entry = dict(ev.entry)
+            entry["timestamp"] = timestamp
+            data = encoder.event(EventType.CHAT_ENTRY, offset, timestamp, {"chat_entry": entry})
+            entry["offset"] = offset
+            self.history.append(entry, len(data))
+            return data
+        if type(ev) is StateChange:
+            if ev.state is self.state:
+                return None
+            log.info("agent.state", state=ev.state.value, previous=self.state.value)
+            self.state = ev.state
+            return encoder.event(EventType.STATE, offset, timestamp, {"state": ev.state.value})
+        if type(ev) is InfoUpdate:
+            self.info.update(ev.fields)
+            return None
+        if type(ev) is ErrorNote:
+            self.info["last_error"] = ev.message
+            return encoder.event(EventType.ERROR, offset, timestamp, {"error": ev.message})
+        if type(ev) is TurnResult:
+            return encoder.event(EventType.RESULT, offset, timestamp, {"result": ev.result})
+        raise TypeError(f"unknown adapter event {ev!r}")  # pragma: no cover
 
     # --- requests -------------------------------------------------------------------------
 
@@ -572,6 +596,14 @@ class Host:
             final_state=self.state.value,
         )
         return encode_response(MessageType.STOP, request.id, response)
+
+
+def _decode(raw: bytes) -> tuple[str, bool]:
+    """Text of an output line and whether invalid UTF-8 bytes had to be escaped."""
+    try:
+        return raw.decode(), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "backslashreplace"), True
 
 
 def _dt(ts: float) -> datetime:

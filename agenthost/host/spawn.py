@@ -78,11 +78,9 @@ def spawn_detached(
         str(home),
         *serve_args,
     ]
-    name = f"agenthost-notify-{secrets.token_hex(8)}"
     child_env = dict(os.environ if env is None else env)
-    child_env["NOTIFY_SOCKET"] = "@" + name
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify:
-        notify.bind("\0" + name)
+    with ReadyListener() as listener:
+        child_env["NOTIFY_SOCKET"] = listener.address
         start_offset = log_file.stat().st_size if log_file.exists() else 0
         fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
@@ -99,28 +97,53 @@ def spawn_detached(
             raise ConfigError(f"cannot start the host: {exc}") from exc
         finally:
             os.close(fd)
+        try:
+            listener.wait(proc, timeout)
+        except HostStartError as exc:
+            raise HostStartError(
+                f"the host for {agent_id!r} {exc.message}", _tail(log_file, start_offset)
+            ) from None
+    return DetachedHost(agent_id, proc.pid, socket_path(home, agent_id), log_file)
+
+
+class ReadyListener:
+    """A private ``NOTIFY_SOCKET`` on which a child host reports ``READY=1``.
+
+    Use as a context manager; put :attr:`address` into the child's ``NOTIFY_SOCKET``
+    and call :meth:`wait` with its Popen handle.
+    """
+
+    def __init__(self) -> None:
+        name = f"agenthost-notify-{secrets.token_hex(8)}"
+        self.address = "@" + name
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        self._sock.bind("\0" + name)
+
+    def __enter__(self) -> ReadyListener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
+
+    def wait(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """Return when the child said READY=1; raise HostStartError if it exited first
+        or did not within ``timeout`` seconds (then it is killed)."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 proc.kill()
                 proc.wait()
-                raise HostStartError(
-                    f"the host for {agent_id!r} was not ready within {timeout:g}s",
-                    _tail(log_file, start_offset),
-                )
-            ready, _, _ = select.select([notify], [], [], min(remaining, 0.1))
+                raise HostStartError(f"was not ready within {timeout:g}s")
+            # wake up now and then to notice a child that died without a word
+            ready, _, _ = select.select([self._sock], [], [], min(remaining, 0.1))
             if ready:
-                message = notify.recv(4096).decode(errors="replace")
+                message = self._sock.recv(4096).decode(errors="replace")
                 if "READY=1" in message.split("\n"):
-                    break
+                    return
             code = proc.poll()
             if code is not None:
-                raise HostStartError(
-                    f"the host for {agent_id!r} exited with status {code} before it was ready",
-                    _tail(log_file, start_offset),
-                )
-    return DetachedHost(agent_id, proc.pid, socket_path(home, agent_id), log_file)
+                raise HostStartError(f"exited with status {code} before it was ready")
 
 
 def _tail(path: Path, offset: int, limit: int = 4000) -> str:
