@@ -1,0 +1,344 @@
+"""The attach guarantees (DESIGN.md section 3), with real hosts and agents producing.
+
+The flood agent prints consecutive integers, so besides checking that offsets are
+contiguous we can check that the *content* has no gap and no duplicate either.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from typing import Any
+
+from conftest import HostFactory
+from hosttools import RawConn, assert_contiguous, lines_agent, wait_for
+
+
+def flood_code(n: int, burst: int = 0, pause: float = 0.0) -> list[str]:
+    """An agent that waits for one input line, then prints 1..n (in bursts), then waits."""
+    code = (
+        "import sys, time\n"
+        f"n, burst, pause = {n}, {burst}, {pause}\n"
+        "sys.stdin.readline()\n"
+        "for i in range(1, n + 1):\n"
+        "    sys.stdout.write(f'{i}\\n')\n"
+        "    if burst and i % burst == 0:\n"
+        "        sys.stdout.flush()\n"
+        "        time.sleep(pause)\n"
+        "sys.stdout.flush()\n"
+        "sys.stdin.readline()\n"
+    )
+    return lines_agent(code)
+
+
+def read_until_data(conn: RawConn, last: str) -> list[dict[str, Any]]:
+    """Events until an output event whose data is ``last`` (responses are skipped)."""
+    events: list[dict[str, Any]] = []
+    while True:
+        f = conn.frame()
+        if f["kind"] == "response":
+            assert f["success"], f
+            continue
+        events.append(f)
+        if f["type"] == "output" and f["data"] == last:
+            return events
+
+
+def check_stream(events: list[dict[str, Any]], first_offset: int) -> None:
+    """Offsets contiguous from ``first_offset``; output data consecutive integers."""
+    assert_contiguous([e["offset"] for e in events], first_offset)
+    numbers = [int(e["data"]) for e in events if e["type"] == "output"]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers))) if numbers else True
+
+
+def test_attach_at_zero_mid_ring_and_head_while_producing(host_factory: HostFactory) -> None:
+    n = 30_000
+    host = host_factory(
+        "a1",
+        "--agent",
+        "lines",
+        "--ring-size",
+        "100000",
+        "--ring-bytes",
+        "100000000",
+        command=flood_code(n, burst=500, pause=0.002),
+    )
+    with host.raw() as starter:
+        starter.request("host.attach", {"offset": 0})
+        starter.send("host.send", {"input": "go"})
+        # let production get going, then attach three ways while it continues
+        starter.read_until(lambda f: f.get("data") == "1000")
+        conns = {name: host.raw() for name in ("zero", "mid", "head")}
+        try:
+            r0 = conns["zero"].request("host.attach", {"offset": 0})["payload"]
+            mid = r0["stream_offset"] // 2
+            rm = conns["mid"].request("host.attach", {"offset": mid})["payload"]
+            rh = conns["head"].request("host.attach", {"offset": 10**9})["payload"]
+            assert r0["truncated"] is rm["truncated"] is rh["truncated"] is False
+            assert r0["oldest_offset"] == 1
+            streams = {name: read_until_data(c, str(n)) for name, c in conns.items()}
+        finally:
+            for c in conns.values():
+                c.close()
+    check_stream(streams["zero"], 1)
+    check_stream(streams["mid"], mid + 1)
+    # beyond the head: no replay; live from the event after the head at attach time
+    check_stream(streams["head"], rh["stream_offset"] + 1)
+    assert streams["head"][0]["offset"] > streams["mid"][0]["offset"]
+    assert streams["zero"][-1]["offset"] == streams["mid"][-1]["offset"]
+
+
+def test_attach_before_evicted_range_while_producing(host_factory: HostFactory) -> None:
+    n = 20_000
+    host = host_factory(
+        "a1", "--agent", "lines", "--ring-size", "500", command=flood_code(n, 200, 0.002)
+    )
+    with host.raw() as starter:
+        starter.request("host.attach", {"offset": 10**9})
+        starter.send("host.send", {"input": "go"})
+        starter.read_until(lambda f: f.get("data") == "3000")
+        with host.raw() as conn:
+            resp = conn.request("host.attach", {"offset": 5})["payload"]
+            events = read_until_data(conn, str(n))
+    assert resp["truncated"] is True
+    # the first event delivered is the oldest kept at attach time
+    assert events[0]["offset"] == resp["oldest_offset"] > 6
+    check_stream(events, resp["oldest_offset"])
+
+
+def test_truncation_semantics_after_eviction(host_factory: HostFactory) -> None:
+    host = host_factory("a1", "--agent", "lines", "--ring-size", "50", command=flood_code(200))
+    with host.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        conn.send("host.send", {"input": "go"})
+        read_until_data(conn, "200")
+    with host.raw() as conn:
+        head_resp = conn.request("host.attach", {"offset": 0})["payload"]
+    head, oldest = head_resp["stream_offset"], head_resp["oldest_offset"]
+    assert oldest == head - 49 and head_resp["truncated"] is True  # 0 after eviction
+    cases = {
+        0: True,
+        oldest - 2: True,  # oldest-1 is evicted and wanted
+        oldest - 1: False,  # everything after it is kept
+        oldest + 10: False,
+        head: False,
+        head + 5: False,
+    }
+    for offset, truncated in cases.items():
+        with host.raw() as conn:
+            resp = conn.request("host.attach", {"offset": offset})["payload"]
+            assert resp["truncated"] is truncated, offset
+            assert resp["stream_offset"] == head and resp["oldest_offset"] == oldest
+            if offset < head:
+                events = conn.events(head)
+                assert events[0]["offset"] == max(offset + 1, oldest)
+                assert_contiguous([e["offset"] for e in events], max(offset + 1, oldest), head)
+
+
+def test_many_concurrent_attaches_each_get_exact_ranges(host_factory: HostFactory) -> None:
+    n = 20_000
+    host = host_factory(
+        "a1",
+        "--agent",
+        "lines",
+        "--ring-size",
+        "100000",
+        "--ring-bytes",
+        "100000000",
+        command=flood_code(n, 100, 0.001),
+    )
+    results: dict[int, tuple[int, list[dict[str, Any]]]] = {}
+    errors: list[BaseException] = []
+
+    def reader(index: int, offset: int) -> None:
+        try:
+            with host.raw() as conn:
+                resp = conn.request("host.attach", {"offset": offset})["payload"]
+                start = min(offset, resp["stream_offset"]) + 1
+                results[index] = (start, read_until_data(conn, str(n)))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    with host.raw() as starter:
+        starter.request("host.attach", {"offset": 0})
+        starter.send("host.send", {"input": "go"})
+        threads = []
+        for i, target in enumerate((1, 500, 2000, 5000, 9000, 14000)):
+            starter.read_until(lambda f, t=target: f.get("data") == str(t))
+            t = threading.Thread(target=reader, args=(i, target * (i % 2)))
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join(60)
+    assert not errors, errors
+    assert len(results) == 6
+    for start, events in results.values():
+        check_stream(events, start)
+
+
+def test_slow_client_dropped_fast_client_loses_nothing(host_factory: HostFactory) -> None:
+    n = 30_000
+    host = host_factory(
+        "a1",
+        "--agent",
+        "lines",
+        "--ring-size",
+        "2000",
+        "--client-buffer",
+        "16384",
+        command=flood_code(n, 100, 0.002),
+    )
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.connect(str(host.socket_path))
+    slow.sendall(b'{"type":"host.attach","id":"s","payload":{"offset":0}}\n')
+    with host.raw() as fast:
+        fast.request("host.attach", {"offset": 0})
+        fast.send("host.send", {"input": "go"})
+        events = read_until_data(fast, str(n))
+    check_stream(events, 1)
+    assert sum(e["type"] == "output" for e in events) == n
+    wait_for(lambda: "client.dropped" in host.log(), what="slow client dropped")
+    # what the slow client did get is a clean prefix of the stream, then EOF/reset
+    data = b""
+    slow.settimeout(10)
+    try:
+        while chunk := slow.recv(1 << 16):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        slow.close()
+    frames = [json.loads(line) for line in data.split(b"\n") if line.strip()]
+    received = [f for f in frames if f["kind"] == "event"]
+    last = received[-1]["offset"] if received else 0
+    assert_contiguous([e["offset"] for e in received], 1) if received else None
+    # it reattaches from its last offset: the gap is reported, nothing else is lost
+    with host.raw() as again:
+        resp = again.request("host.attach", {"offset": last})["payload"]
+        assert resp["truncated"] is True and resp["oldest_offset"] > last + 1
+        replay = again.events(resp["stream_offset"])
+    assert_contiguous([e["offset"] for e in replay], resp["oldest_offset"], resp["stream_offset"])
+
+
+def test_paused_client_is_caught_up_from_the_ring(host_factory: HostFactory) -> None:
+    # The client reads nothing while 50k events (~2.5 MB) are produced, far more than
+    # the socket buffers hold, then reads: everything arrives, served from the ring.
+    n = 50_000
+    host = host_factory(
+        "a1",
+        "--agent",
+        "lines",
+        "--ring-size",
+        "60000",
+        "--ring-bytes",
+        "100000000",
+        "--client-buffer",
+        "8192",
+        command=flood_code(n),
+    )
+    with host.raw() as lazy, host.raw() as control:
+        lazy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        lazy.send("host.attach", {"offset": 0})
+        control.request("host.attach", {"offset": 0})
+        control.send("host.send", {"input": "go"})
+        read_until_data(control, str(n))  # production finished; lazy read nothing yet
+        assert lazy.response()["success"]
+        events = read_until_data(lazy, str(n))
+    check_stream(events, 1)
+    assert "client.dropped" not in host.log()
+
+
+def test_requests_interleaved_with_events_on_one_connection(host_factory: HostFactory) -> None:
+    n = 5_000
+    host = host_factory("a1", "--agent", "lines", command=flood_code(n, 50, 0.001))
+    with host.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        conn.send("host.send", {"input": "go"})
+        ids = [conn.send(t) for t in ("host.ping", "host.status", "host.history", "host.list")]
+        ids.append(conn.send("host.bogus"))
+        responses: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        while not (events and events[-1].get("data") == str(n)):
+            f = conn.frame()
+            (responses if f["kind"] == "response" else events).append(f)
+    # responses in request order (the send's first), events contiguous in between
+    assert [r["id"] for r in responses[1:]] == ids
+    assert [r["success"] for r in responses] == [True, True, True, True, True, False]
+    assert responses[-1]["code"] == "unknown_type"
+    check_stream(events, 1)
+
+
+def test_detach_stops_events_and_reattach_continues(host_factory: HostFactory) -> None:
+    n = 20_000
+    host = host_factory(
+        "a1", "--agent", "lines", "--ring-size", "100000", command=flood_code(n, 100, 0.001)
+    )
+    with host.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        conn.send("host.send", {"input": "go"})
+        got = []
+        while len(got) < 300:
+            f = conn.frame()
+            if f["kind"] == "event":
+                got.append(f)
+        rid = conn.send("host.detach")
+        while True:  # events already in flight may precede the detach response
+            f = conn.frame()
+            if f["kind"] == "response":
+                assert f["id"] == rid and f["success"] and "payload" not in f
+                break
+            got.append(f)
+        # after the detach response, no event: the next frame answers the ping
+        ping_id = conn.send("host.ping")
+        assert conn.frame()["id"] == ping_id
+        resp = conn.request("host.attach", {"offset": got[-1]["offset"]})["payload"]
+        assert resp["truncated"] is False
+        got += read_until_data(conn, str(n))
+    check_stream(got, 1)
+
+
+def test_epoch_names_the_stream(host_factory: HostFactory) -> None:
+    host = host_factory("a1", "--agent", "lines", command=["cat"])
+    with host.raw() as c1, host.raw() as c2:
+        e1 = c1.request("host.attach")["payload"]["epoch"]
+        e2 = c2.request("host.attach", {"offset": 3})["payload"]["epoch"]
+        assert e1 == e2 and len(e1) >= 16
+        c1.request("host.stop", {"force": True})
+    host.wait_exit()
+    again = host_factory("a1", "--agent", "lines", command=["cat"])
+    with again.raw() as c3:
+        assert c3.request("host.attach")["payload"]["epoch"] != e1
+
+
+def test_over_long_line_arrives_whole_in_chunks(host_factory: HostFactory) -> None:
+    size = 50_000_000
+    code = (
+        "import sys\n"
+        "sys.stdin.readline()\n"
+        f"sys.stdout.write('x' * {size} + '\\n')\n"
+        "print('after', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    host = host_factory("a1", "--agent", "lines", command=lines_agent(code))
+    with host.raw() as conn, host.raw() as other:
+        conn.request("host.attach", {"offset": 0})
+        conn.send("host.send", {"input": "go"})
+        total, chunks = 0, 0
+        while True:
+            f = conn.frame()
+            if f.get("type") != "output":
+                continue
+            if f["data"] == "after":
+                break
+            total += len(f["data"])
+            chunks += 1
+            assert len(f["data"]) <= 1 << 20
+            assert f.get("continued", False) is (total < size)
+            # the host stays responsive while the line streams through
+            if chunks == 10:
+                assert other.request("host.ping")["success"]
+    assert total == size and chunks >= 48
+    status = host.status()
+    assert status["agent"]["state"] == "running"

@@ -1,0 +1,231 @@
+"""agenthost.cli.render: terminal rendering of events, entries, results and tables."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agenthost.cli.render import (
+    EventRenderer,
+    Style,
+    fold,
+    render_entry,
+    render_result,
+    render_status,
+    table,
+)
+from agenthost.protocol import AgentInfo, HistoryEntry, HostInfo, StatusResponse, StreamEvent
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+PLAIN = Style(False)
+COLOR = Style(True)
+
+
+def _event(etype: str, **fields: Any) -> StreamEvent:
+    return StreamEvent(type=etype, agent_id="a", offset=1, timestamp=T0, **fields)
+
+
+def _chat(**fields: Any) -> StreamEvent:
+    return _event("chat_entry", chat_entry=HistoryEntry(timestamp=T0, **fields))
+
+
+EVENTS: dict[str, StreamEvent] = {
+    "stdout": _event("output", data="raw line", stream="stdout"),
+    "stderr": _event("output", data="warning: x", stream="stderr"),
+    "user": _chat(role="user", content="fix the bug"),
+    "assistant": _chat(role="assistant", content="On it."),
+    "tool call": _chat(role="tool", tool_name="Bash", tool_input="ls -la"),
+    "tool result": _chat(role="tool", tool_result="a\nb\nc\nd\ne", tool_use_id="t"),
+    "tool error": _chat(role="tool", tool_result="boom", is_error=True),
+    "state": _event("state", state="running"),
+    "state error": _event("state", state="error"),
+    "error": _event("error", error="agent exited with exit code 1"),
+    "result": _event(
+        "result",
+        result={
+            "is_error": False,
+            "duration_ms": 2500,
+            "cost_usd": 0.0123,
+            "usage": {"input_tokens": 100, "output_tokens": 50},
+        },
+    ),
+}
+
+
+def test_structured_stdout_is_hidden_unless_raw() -> None:
+    event = EVENTS["stdout"]
+    assert EventRenderer(PLAIN, structured=True).render(event) is None
+    assert EventRenderer(PLAIN, structured=True, raw=True).render(event) == "raw line"
+    assert EventRenderer(PLAIN, structured=False).render(event) == "raw line"
+
+
+def test_output_without_stream_is_stdout() -> None:
+    event = _event("output", data="x")
+    assert EventRenderer(PLAIN, structured=True).render(event) is None
+    assert EventRenderer(PLAIN, structured=False).render(event) == "x"
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_stderr_is_always_shown(structured: bool) -> None:
+    out = EventRenderer(PLAIN, structured=structured).render(EVENTS["stderr"])
+    assert out is not None
+    assert out.endswith("warning: x")
+    assert "stderr" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("user", "› fix the bug"),
+        ("assistant", "On it."),
+        ("tool call", "● Bash(ls -la)"),
+        ("tool error", "  ⎿ boom"),
+        ("state", "· running"),
+        ("state error", "· error"),
+        ("error", "! agent exited with exit code 1"),
+        ("result", "✓ turn done · 2.5s · $0.0123 · 100 in / 50 out tokens"),
+    ],
+)
+def test_render_plain(name: str, expected: str) -> None:
+    assert EventRenderer(PLAIN, structured=True).render(EVENTS[name]) == expected
+
+
+def test_tool_result_is_folded_to_three_lines() -> None:
+    out = EventRenderer(PLAIN, structured=True).render(EVENTS["tool result"])
+    assert out == "  ⎿ a\n    b\n    c\n    … (+2 lines)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", ""),
+        ("one", "one"),
+        ("a\nb\nc", "a\n    b\n    c"),
+        ("a\nb\nc\n", "a\n    b\n    c"),  # a trailing newline is not a line
+        ("a\nb\nc\nd", "a\n    b\n    c\n    … (+1 lines)"),
+        ("\n".join(str(i) for i in range(100)), "0\n    1\n    2\n    … (+97 lines)"),
+    ],
+)
+def test_fold(text: str, expected: str) -> None:
+    assert fold(text) == expected
+
+
+def test_empty_tool_result() -> None:
+    entry = HistoryEntry(role="tool", tool_result="", timestamp=T0)
+    assert render_entry(entry, PLAIN) == "  ⎿ (no output)"
+
+
+def test_tool_call_without_name_or_input() -> None:
+    entry = HistoryEntry(role="tool", timestamp=T0)
+    assert render_entry(entry, PLAIN) == "● tool()"
+
+
+def test_failed_result() -> None:
+    assert render_result({"is_error": True}, PLAIN) == "✗ turn failed"
+    assert render_result({}, PLAIN) == "✓ turn done"
+    assert render_result({"duration_ms": 150_000, "usage": {"input_tokens": "x"}}, PLAIN) == (
+        "✓ turn done · 2m30s"
+    )
+
+
+@pytest.mark.parametrize("name", list(EVENTS))
+def test_plain_style_has_no_ansi(name: str) -> None:
+    out = EventRenderer(PLAIN, structured=False).render(EVENTS[name])
+    assert out is not None
+    assert "\x1b" not in out
+
+
+@pytest.mark.parametrize("name", ["user", "tool call", "tool error", "state", "error", "result"])
+def test_color_style_uses_ansi(name: str) -> None:
+    colored = EventRenderer(COLOR, structured=True).render(EVENTS[name])
+    plain = EventRenderer(PLAIN, structured=True).render(EVENTS[name])
+    assert colored is not None and plain is not None
+    assert "\x1b[" in colored
+    assert _strip_ansi(colored) == plain
+
+
+def _strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        _event("sparkle", data="x"),
+        _event("future_thing"),
+        _event("chat_entry"),  # no entry
+        _event("result"),  # no result
+    ],
+    ids=["unknown with data", "unknown", "chat without entry", "result without payload"],
+)
+def test_unknown_or_empty_events_render_as_none(event: StreamEvent) -> None:
+    assert EventRenderer(PLAIN, structured=False, raw=True).render(event) is None
+
+
+# --- status and tables -------------------------------------------------------------------
+
+
+def test_render_status_plain() -> None:
+    status = StatusResponse(
+        host=HostInfo(
+            pid=100, version="0.1.0", protocol_version="1.0", started_at=T0, socket_path="/s.sock"
+        ),
+        agent=AgentInfo(
+            id="a1",
+            state="error",
+            pid=0,
+            started_at=T0,
+            ended_at=datetime(2024, 1, 1, 1, 2, 3, tzinfo=UTC),
+            exit_code=-9,
+            signal="SIGKILL",
+            cost_usd=0.5,
+            last_error="boom",
+        ),
+    )
+    out = render_status(status, PLAIN)
+    assert "\x1b" not in out
+    lines = out.splitlines()
+    values = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in lines}
+    assert values["agent"] == "a1"
+    assert values["state"] == "error"
+    assert values["pid"] == "-"
+    assert values["uptime"] == "1h2m3s"
+    assert values["exit code"] == "-9 (SIGKILL)"
+    assert values["cost"] == "$0.5000"
+    assert values["last error"] == "boom"
+    assert values["socket"] == "/s.sock"
+    # values start in one column
+    starts = {
+        len(line) - len(line.split(":", 1)[1].lstrip())
+        for line in lines
+        if line.split(":", 1)[1].strip()
+    }
+    assert len(starts) == 1
+
+
+def test_table_aligns_columns() -> None:
+    out = table(
+        ["id", "state", "pid"],
+        [["agent-long-name", "running", "12"], ["b", "idle", "3456789"], ["c", "", "1"]],
+    )
+    lines = out.split("\n")
+    assert lines[0].split() == ["ID", "STATE", "PID"]
+    assert len(lines) == 4
+    # every cell of a column starts at the same position
+    header = lines[0]
+    state_col = header.index("STATE")
+    pid_col = header.index("PID")
+    assert state_col == len("agent-long-name") + 2
+    assert pid_col == state_col + len("running") + 2
+    assert lines[1][state_col:].startswith("running")
+    assert lines[2][state_col:].startswith("idle")
+    assert lines[2][pid_col:] == "3456789"
+    assert lines[3][pid_col:] == "1"
+    assert all(line == line.rstrip() for line in lines[1:])
+
+
+def test_table_without_rows() -> None:
+    assert table(["a", "bb"], []).rstrip() == "A  BB"
