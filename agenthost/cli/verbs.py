@@ -193,9 +193,9 @@ def stop(
         print_json(result.model_dump(mode="json", exclude_none=True))
         return
     if result.signal == "SIGKILL" and not result.graceful:
-        how = "killed with SIGKILL" + ("" if force else " (it ignored SIGTERM)")
+        how = "was killed with SIGKILL" + ("" if force else " (it ignored SIGTERM)")
     elif result.signal:
-        how = f"ended by {result.signal}"
+        how = f"was ended by {result.signal}"
     else:
         how = f"exited with code {result.exit_code}"
     click.echo(
