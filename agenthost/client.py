@@ -399,7 +399,15 @@ class Client:
         )
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._runner.run(coro)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._runner.run(coro)
+        coro.close()
+        raise RuntimeError(
+            "the blocking Client cannot be used inside a running event loop; "
+            "use AsyncClient there"
+        )
 
     @property
     def aclient(self) -> AsyncClient:

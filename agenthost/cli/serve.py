@@ -66,8 +66,8 @@ def _parse_env(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--client-buffer",
     type=click.IntRange(min=4096),
-    default=1 << 20,
-    help="Bytes buffered per client before it is served from the ring instead.",
+    default=16 << 20,
+    help="Bytes queued per client before it lags (is served from the ring instead).",
 )
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
@@ -161,7 +161,7 @@ def serve(
         stop_timeout=stop_timeout,
         ring_size=ring_size,
         ring_bytes=ring_bytes,
-        client_high_water=client_buffer,
+        client_buffer=client_buffer,
     )
     run_host(config)
 

@@ -112,7 +112,7 @@ class HostConfig:
     history_size: int = 1000
     history_bytes: int = 16 << 20
     max_frame: int = 1 << 20
-    client_high_water: int = 1 << 20
+    client_buffer: int = 16 << 20
     stdin_limit: int = 4 << 20
 
 
@@ -152,7 +152,7 @@ class Host:
             self.ring,
             self,
             max_frame=config.max_frame,
-            high_water=config.client_high_water,
+            max_queue=config.client_buffer,
         )
         self.process = AgentProcess(
             self._on_stdout, self._on_stderr, self._on_exit, self._on_stdin_error

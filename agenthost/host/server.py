@@ -1,18 +1,21 @@
 """The host's Unix socket: connections, request dispatch, event fan-out.
 
-Fan-out without per-client queues of our own: each attached connection has a cursor,
-the next offset it must receive. The ring buffer *is* the shared queue.
+Each attached connection has a cursor, the next offset it must receive, and a send
+queue: the transport's write buffer, bounded by ``max_queue`` bytes.
 
 * A connection that keeps up gets each batch of new events as one ``write`` of bytes
-  that were encoded once for everybody.
-* When a client's socket buffer passes the high-water mark, its transport pauses it;
-  new events stay in the ring only. When the transport resumes, the connection is
-  pumped from the ring, in slices, from its cursor.
-* If a paused client's cursor falls out of the ring (the events it still needs were
+  that were encoded once for everybody. The transport keeps references to those
+  bytes, so clients that are behind by the same batches share their memory.
+* When a client's queue passes ``max_queue``, it *lags*: new events stay in the ring
+  only. When its transport drains (``resume_writing``), it is pumped from the ring, in
+  slices, from its cursor, until it has caught up.
+* If a lagging client's cursor falls out of the ring (the events it still needs were
   evicted), it can no longer be served exactly once: it is dropped (connection
   aborted) and may reattach from its last offset, with ``truncated`` telling it what
-  is gone. Memory per client is bounded by the transport's high-water mark plus one
-  batch; the agent and the other clients never wait for a slow one.
+  is gone. The agent and the other clients never wait for a slow one.
+
+Past the transport's high-water mark we also stop reading a connection's requests,
+so a client that sends without reading its answers cannot make us buffer them.
 
 Registration and replay snapshot happen in one synchronous step on the event loop, so
 nothing can be produced in between (attach guarantee 2).
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import socket
 import stat
 import struct
@@ -54,7 +58,8 @@ log = structlog.get_logger("agenthost.server")
 
 _CRED: Final = struct.Struct("3i")
 PUMP_SLICE: Final = 256  # events per write when catching a client up from the ring
-DEFAULT_HIGH_WATER: Final = 1 << 20
+DEFAULT_MAX_QUEUE: Final = 16 << 20  # bytes queued per client before it lags
+HIGH_WATER: Final = 1 << 20  # transport pauses (and we stop reading requests) above this
 CLOSE_TIMEOUT: Final = 2.0
 
 Reply = bytes | None | Awaitable[bytes]
@@ -81,7 +86,8 @@ class Connection(asyncio.Protocol):
         self.peer_uid = -1
         self.attached = False
         self.next_offset = 0
-        self.paused = False
+        self.write_paused = False  # the transport is above its high-water mark
+        self.lagging = False  # behind: served from the ring, not from live batches
         self.closed = False
         self._inbox: deque[bytes | FrameTooLarge] = deque()
         self._busy = False
@@ -93,7 +99,8 @@ class Connection(asyncio.Protocol):
     def connection_made(self, base: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
         transport = self.transport = cast("Transport", base)
-        transport.set_write_buffer_limits(high=self.server.high_water)
+        high = min(HIGH_WATER, self.server.max_queue)
+        transport.set_write_buffer_limits(high=high, low=high // 4)
         sock = transport.get_extra_info("socket")
         try:
             raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
@@ -127,12 +134,25 @@ class Connection(asyncio.Protocol):
                 return
 
     def eof_received(self) -> bool:
-        # The client will send nothing more. It still gets the answers to what it
-        # sent, and an attached client keeps its stream (a write will tell us when it
-        # is really gone); any other connection is closed once its answers are out.
+        # The client will send nothing more. If it only shut down its write side, it
+        # still gets the answers to what it sent and, if attached, its stream. If it
+        # closed the connection entirely, nobody is there to read: let it go now
+        # (with an idle agent, no write would ever reveal it).
         self._eof = True
+        if self._peer_closed():
+            return False  # the transport closes itself
         self._close_if_done()
         return True
+
+    def _peer_closed(self) -> bool:
+        """True if the peer closed both directions (AF_UNIX reports POLLHUP only then;
+        after a mere ``shutdown(SHUT_WR)`` it does not)."""
+        sock = self.transport.get_extra_info("socket") if self.transport else None
+        if sock is None:
+            return False
+        poller = select.poll()
+        poller.register(sock.fileno(), 0)
+        return any(mask & select.POLLHUP for _, mask in poller.poll(0))
 
     def _close_if_done(self) -> None:
         if self._eof and not (self._busy or self._inbox or self.attached or self.closed):
@@ -145,17 +165,18 @@ class Connection(asyncio.Protocol):
         self._inbox.clear()
 
     def pause_writing(self) -> None:
-        self.paused = True
+        self.write_paused = True
         # A client that does not read its responses must not make us buffer without
         # bound: stop reading its requests until it catches up.
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        self.paused = False
+        self.write_paused = False
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
-            self.pump()
+            if self.lagging:
+                self.pump()
 
     # --- requests ---------------------------------------------------------------------
 
@@ -229,17 +250,22 @@ class Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._close_if_done)
 
     def pump(self) -> None:
-        """Write retained events from the cursor on, until caught up or paused."""
+        """Write retained events from the cursor on, until caught up or the transport
+        asks us to wait (then the connection lags until ``resume_writing``)."""
         ring = self.server.ring
-        while self.attached and not self.paused and not self.closed:
+        self.lagging = True
+        while self.attached and not self.closed:
             if self.next_offset < ring.oldest_offset:
                 self.drop()
                 return
             items = ring.slice(self.next_offset, PUMP_SLICE)
             if not items:
+                self.lagging = False  # caught up: live batches from now on
                 return
             self.send(b"".join(items))
             self.next_offset += len(items)
+            if self.write_paused:
+                return
 
     def drop(self) -> None:
         """Abort a client that fell out of the ring; it may reattach from its offset."""
@@ -273,13 +299,13 @@ class HostServer:
         handler: RequestHandler,
         *,
         max_frame: int = DEFAULT_FRAME_LIMIT,
-        high_water: int = DEFAULT_HIGH_WATER,
+        max_queue: int = DEFAULT_MAX_QUEUE,
     ) -> None:
         self.path = path
         self.ring = ring
         self.handler = handler
         self.max_frame = max_frame
-        self.high_water = high_water
+        self.max_queue = max_queue
         self.connections: set[Connection] = set()
         self.attached: set[Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -326,15 +352,18 @@ class HostServer:
     def broadcast(self, first_offset: int, data: bytes, count: int) -> None:
         """Hand a batch of new events (offsets ``first_offset..``) to every client."""
         oldest = self.ring.oldest_offset
+        max_queue = self.max_queue
         for conn in list(self.attached):
-            if conn.paused:
+            if conn.lagging:
                 if conn.next_offset < oldest:
                     conn.drop()
-            elif conn.next_offset == first_offset:
-                conn.next_offset = first_offset + count
-                conn.send(data)
-            else:  # pragma: no cover - invariant: an unpaused client is caught up
-                conn.pump()
+                continue
+            # invariant: a connection that does not lag is caught up
+            conn.next_offset = first_offset + count
+            conn.send(data)
+            transport = conn.transport
+            if transport is not None and transport.get_write_buffer_size() > max_queue:
+                conn.lagging = True
 
     def stop_accepting(self) -> None:
         """Close the listening socket and remove its file (if it is still ours)."""
