@@ -405,8 +405,7 @@ class Client:
             return self._runner.run(coro)
         coro.close()
         raise RuntimeError(
-            "the blocking Client cannot be used inside a running event loop; "
-            "use AsyncClient there"
+            "the blocking Client cannot be used inside a running event loop; use AsyncClient there"
         )
 
     @property

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
 from hosttools import HostProc, kill_tree, start_host
 
 

@@ -16,6 +16,11 @@ the host.
 The exit is reported once, after the process was reaped *and* its output pipes were
 drained, so every line the agent printed precedes its exit. Children that outlive the
 agent are sent SIGTERM, then SIGKILL, with the group.
+
+If the host itself dies (even by SIGKILL), nothing of the agent may keep running
+unseen: the agent gets SIGKILL from the kernel (``PR_SET_PDEATHSIG``), and a watchdog
+(a ``sh`` blocked reading a pipe whose only writer is the host) sees end-of-file and
+SIGKILLs the agent's whole process group, children included.
 """
 
 from __future__ import annotations
@@ -113,6 +118,8 @@ class AgentProcess:
         self._stdin_buf = bytearray()
         self._stdin_eof = False  # close stdin once the buffer is written
         self._pidfd: int | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._watchdog_fd: int | None = None
         self._reaped = False
         self._returncode = 0
         self.status: ExitStatus | None = None
@@ -162,7 +169,37 @@ class AgentProcess:
         for fd, stream in self._readers.items():
             loop.add_reader(fd, self._read, fd, stream)
         self._watch_exit(loop)
+        self._start_watchdog()
         return self.pid
+
+    def _start_watchdog(self) -> None:
+        read_end, self._watchdog_fd = os.pipe()  # ours stays non-inheritable
+        try:
+            self._watchdog = subprocess.Popen(
+                ["/bin/sh", "-c", 'read _unused; kill -9 "-$0" 2>/dev/null', str(self.pid)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,  # not in the agent's group, not tied to ours
+            )
+        except OSError as exc:  # pragma: no cover - no /bin/sh
+            log.warning("process.no_watchdog", error=str(exc))
+            os.close(self._watchdog_fd)
+            self._watchdog_fd = None
+        finally:
+            os.close(read_end)
+
+    def _stop_watchdog(self) -> None:
+        # Kill it before closing its pipe: it must never act once the group is gone,
+        # when the group id could be reused.
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait()
+            self._watchdog = None
+        if self._watchdog_fd is not None:
+            os.close(self._watchdog_fd)
+            self._watchdog_fd = None
 
     def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
@@ -357,6 +394,7 @@ class AgentProcess:
         for fd in list(self._readers):  # output after the grace periods is dropped
             self._close_reader(fd)
         self._close_stdin_fd()
+        self._stop_watchdog()
         self.status = ExitStatus.from_returncode(self._returncode)
         self._done.set()
         self._on_exit(self.status)
@@ -376,6 +414,7 @@ class AgentProcess:
         for fd in list(self._readers):
             self._close_reader(fd)
         self._close_stdin_fd()
+        self._stop_watchdog()
         if self._pidfd is not None and self._loop is not None:
             self._loop.remove_reader(self._pidfd)
             os.close(self._pidfd)

@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 import pytest
+
 from conftest import HostFactory
 from hosttools import PY, RawConn, lines_agent, wait_for
 

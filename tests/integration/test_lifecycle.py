@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from conftest import HostFactory
 from hosttools import PY, RawConn, lines_agent, pid_gone, serve_argv, wait_for
 
@@ -248,12 +249,32 @@ def test_sigusr1_recreates_a_deleted_socket(host_factory: HostFactory) -> None:
         assert survivor.request("host.ping")["success"]
 
 
-def test_host_killed_by_sigkill_takes_its_agent_along(host_factory: HostFactory) -> None:
-    host = host_factory("a1", "--agent", "lines", command=CAT)
+def test_host_killed_by_sigkill_takes_its_whole_agent_group_along(
+    host_factory: HostFactory,
+) -> None:
+    # the agent starts a child that ignores its pipes: only a group kill reaches it
+    script = "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; cat"
+    host = host_factory("a1", "--agent", "lines", command=["sh", "-c", script])
+    with host.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        child = int(conn.read_until(lambda f: f.get("type") == "output")["data"])
     agent_pid = host.agent()["pid"]
+    assert os.getpgid(child) == agent_pid
     host.signal(signal.SIGKILL)
     host.wait_exit()
-    wait_for(lambda: pid_gone(agent_pid), what="agent killed with its host")
+    wait_for(lambda: pid_gone(agent_pid) and pid_gone(child), what="agent group killed")
+
+
+def test_watchdog_does_not_outlive_a_normal_stop(host_factory: HostFactory) -> None:
+    import psutil
+
+    host = host_factory("a1", "--agent", "lines", command=CAT)
+    helpers = [p for p in psutil.Process(host.pid).children() if "read _unused" in str(p.cmdline())]
+    assert len(helpers) == 1  # the watchdog exists while the agent runs
+    with host.raw() as conn:
+        conn.request("host.stop", {"timeout": 5})
+    host.wait_exit()
+    assert pid_gone(helpers[0].pid)
 
 
 def test_stale_socket_of_killed_host_is_cleaned(host_factory: HostFactory) -> None:
