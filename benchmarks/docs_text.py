@@ -87,13 +87,15 @@ General rules for these tables:
 - **Latency** at these rates is mostly wake-ups (agent write, host loop, client
   wake-up), not work; p99 includes the scheduler's noise on a busy machine. With ten
   clients in one process, later clients in a `select` round are stamped later.
-- **The default ring** keeps 1000 events. The host never slows the agent down: a
-  client whose socket buffer passes the 1 MiB high-water mark is paused, and is
-  dropped once the events it still needs fall out of the ring. A flood of short
-  lines fills 1000 events with one read of a full 64 KiB pipe, so a client that lags
-  by about a megabyte is dropped almost at once (it may reattach; events that were
-  evicted are lost to it, and `truncated` tells it so). An agent that flushes every
-  message, like the demo, is read a few lines at a time and triggers this far less
-  often, but on a busy machine it can (seen once with ten clients in trial runs).
+- **The default ring** keeps 1000 events. The host never slows the agent down: each
+  client has a send queue of up to 16 MiB (`--client-buffer`) of batches shared with
+  the other clients; a client whose queue is full is served from the ring instead, and
+  dropped once the events it still needs fall out of the ring (it may reattach; events
+  that were evicted are lost to it, and `truncated` tells it so). So a client may lag
+  by its queue plus the ring: about 90,000 short-line events here. One client keeps up
+  with a full-speed flood of short lines; ten clients read by one Python process
+  cannot (that process receives ten times the data and falls ever further behind), so
+  most are dropped. Lagging clients could be served from disk instead once events are
+  also journaled (planned).
 - **Start-up** is mostly Python importing the package (pydantic models included);
   `python -X importtime -m agenthost --help` shows where the time goes."""
