@@ -72,6 +72,7 @@ class RawConn:
                 raise
         self.buf = b""
         self._ids = 0
+        self._stash: list[dict[str, Any]] = []  # events read while looking for a response
 
     def close(self) -> None:
         self.sock.close()
@@ -96,6 +97,11 @@ class RawConn:
 
     def frame(self) -> dict[str, Any]:
         """The next frame; raises on EOF or timeout."""
+        if self._stash:
+            return self._stash.pop(0)
+        return self._read_frame()
+
+    def _read_frame(self) -> dict[str, Any]:
         while b"\n" not in self.buf:
             chunk = self.sock.recv(1 << 16)
             if not chunk:
@@ -114,11 +120,15 @@ class RawConn:
                 return f
 
     def response(self) -> dict[str, Any]:
-        """The next response frame, skipping events."""
+        """The next response frame; events read on the way are kept for ``frame()``."""
+        for i, f in enumerate(self._stash):
+            if f.get("kind") == "response":
+                return self._stash.pop(i)
         while True:
-            f = self.frame()
+            f = self._read_frame()
             if f.get("kind") == "response":
                 return f
+            self._stash.append(f)
 
     def request(self, mtype: str, payload: Any = None, **envelope: Any) -> dict[str, Any]:
         rid = self.send(mtype, payload, **envelope)

@@ -1,0 +1,226 @@
+"""The ``agenthost`` command line, run as a user runs it: a subprocess per command."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hosttools import PY, wait_for
+
+
+def run(
+    home: Path, *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTHOST_HOME": str(home), "AGENTHOST_DEMO_PACE": "0", "NO_COLOR": "1"}
+    return subprocess.run(
+        [PY, "-m", "agenthost", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=stdin,
+        timeout=timeout,
+    )
+
+
+def run_json(home: Path, *args: str, code: int = 0) -> Any:
+    argv = list(args)
+    cut = argv.index("--") if "--" in argv else len(argv)  # options go before "--"
+    result = run(home, *argv[:cut], "--json", *argv[cut:])
+    assert result.returncode == code, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def detached(home: Path) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Start hosts with ``serve --detach``; kill them at teardown (their watchdog then
+    ends each agent's group)."""
+    pids: list[int] = []
+
+    def start(agent_id: str, *args: str) -> dict[str, Any]:
+        out: dict[str, Any] = run_json(home, "serve", "--agent-id", agent_id, "--detach", *args)
+        pids.append(out["pid"])
+        return out
+
+    yield start
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_serve_detach_then_every_verb(home: Path, detached: Callable[..., dict[str, Any]]) -> None:
+    started = detached("w1", "--project", "site", "--task", "T-9")
+    assert started["ok"] and Path(started["socket_path"]).exists()
+    assert Path(started["log_path"]).exists()
+
+    listed = run_json(home, "list")
+    assert [h["agent_id"] for h in listed] == ["w1"]
+    assert listed[0]["agent"]["project"] == "site" and listed[0]["reachable"] is True
+
+    status = run_json(home, "status", "w1")
+    assert status["agent"]["task"] == "T-9" and status["host"]["pid"] == started["pid"]
+
+    ping = run_json(home, "ping", "w1")
+    assert ping["protocol_version"] == "1.0"
+
+    sent = run_json(home, "send", "w1", "hello", "there")
+    assert sent["ok"] and sent["offset"] >= 2
+
+    # the demo's turn finishes: wait for idle through status
+    wait_for(lambda: run_json(home, "history", "w1")["total"] >= 5, what="demo turn done")
+    history = run_json(home, "history", "w1", "--limit", "2")
+    assert len(history["entries"]) == 2 and history["total"] >= 5
+    assert history["entries"][-1]["content"] == 'You said "hello there". That is 2 words.'
+
+    attach = run(home, "attach", "w1", "--no-follow", "--json")
+    assert attach.returncode == 0
+    events = [json.loads(line) for line in attach.stdout.splitlines()]
+    assert [e["offset"] for e in events] == list(range(1, len(events) + 1))
+    assert {"state", "chat_entry", "output", "result"} <= {e["type"] for e in events}
+
+    human = run(home, "attach", "w1", "--no-follow")
+    assert "› hello there" in human.stdout and "● Bash(wc -w)" in human.stdout
+    assert "✓ turn done" in human.stdout and "\x1b[" not in human.stdout  # NO_COLOR
+    assert "replaying" in human.stderr
+
+    stopped = run_json(home, "stop", "w1", "--timeout", "5")
+    assert stopped["stopped"] and stopped["final_state"] == "done"
+    assert not Path(started["socket_path"]).exists()
+    assert run_json(home, "list") == []
+
+
+def test_attach_follows_until_the_host_exits(
+    home: Path, detached: Callable[..., dict[str, Any]]
+) -> None:
+    detached("f1", "--agent", "lines", "--linger", "0", "--", "sh", "-c", "read x; echo got $x")
+    follower = subprocess.Popen(
+        [PY, "-m", "agenthost", "attach", "f1", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AGENTHOST_HOME": str(home)},
+    )
+    try:
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())  # attached: the first event arrived
+        assert first["offset"] == 1
+        assert run(home, "send", "f1", "ping").returncode == 0
+        out, _ = follower.communicate(timeout=60)  # the agent exits, linger 0: stream ends
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    events = [first] + [json.loads(line) for line in out.splitlines()]
+    assert [e["offset"] for e in events] == list(range(1, len(events) + 1))
+    assert any(e.get("data") == "got ping" for e in events)
+    assert events[-1]["type"] == "state" and events[-1]["state"] == "done"
+    assert follower.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["status", "ghost"], 3, "no host is running"),
+        (["send", "ghost", "hi"], 3, "no host is running"),
+        (["stop", "ghost"], 3, "no host is running"),
+        (["attach", "ghost"], 3, "no host is running"),
+        (["status", "../etc"], 2, "invalid agent id"),
+        (["serve"], 2, "Missing option '--agent-id'"),
+        (["serve", "--agent-id", "x", "--agent", "nope"], 2, "Invalid value for '--agent'"),
+        (["serve", "--agent-id", "x", "--agent", "lines"], 2, "needs a command"),
+        (["serve", "--agent-id", "x", "--env", "NOEQUALS"], 2, "is not KEY=VALUE"),
+        (["serve", "--agent-id", "x", "--cwd", "/nonexistent"], 2, "does not exist"),
+        (["history", "x", "--limit", "-1"], 2, "Invalid value"),
+        (["stop", "x", "--timeout", "abc"], 2, "Invalid value"),
+        (["frobnicate"], 2, "No such command"),
+    ],
+)
+def test_bad_arguments_and_unknown_agents(
+    home: Path, args: list[str], code: int, message: str
+) -> None:
+    result = run(home, *args)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert message in result.stderr
+
+
+def test_json_errors_are_machine_readable(
+    home: Path, detached: Callable[..., dict[str, Any]]
+) -> None:
+    detached("real1")
+    body = run_json(home, "status", "reel1", code=3)
+    assert body == {
+        "ok": False,
+        "error": body["error"],
+        "reason": "no_host",
+        "exit_code": 3,
+        "hint": "did you mean 'real1'?",
+    }
+    detached("done1", "--agent", "lines", "--", "true")
+    wait_for(lambda: run_json(home, "status", "done1")["agent"]["state"] == "done", what="exit")
+    body = run_json(home, "send", "done1", "hi", code=4)
+    assert body["reason"] == "agent_not_running" and body["code"] == "agent_not_running"
+
+
+def test_second_serve_detach_is_refused(
+    home: Path, detached: Callable[..., dict[str, Any]]
+) -> None:
+    first = detached("one")
+    result = run(home, "serve", "--agent-id", "one", "--detach")
+    assert result.returncode == 6 and "already running" in result.stderr
+    assert str(first["pid"]) in result.stderr
+
+
+def test_send_reads_stdin_with_dash(home: Path, detached: Callable[..., dict[str, Any]]) -> None:
+    detached("s1", "--agent", "lines", "--", "cat")
+    assert run(home, "send", "s1", "-", stdin="line one\nline two\n").returncode == 0
+    history = run_json(home, "history", "s1")
+    assert history["entries"][0]["content"] == "line one\nline two"
+
+
+def test_send_with_key_is_idempotent(home: Path, detached: Callable[..., dict[str, Any]]) -> None:
+    detached("k1", "--agent", "lines", "--", "cat")
+    first = run_json(home, "send", "k1", "x", "--key", "abc")
+    again = run_json(home, "send", "k1", "x", "--key", "abc")
+    assert again["offset"] == first["offset"] and again["duplicate"] is True
+
+
+def test_list_shows_stale_and_filters_by_project(
+    home: Path, detached: Callable[..., dict[str, Any]]
+) -> None:
+    a = detached("pa", "--project", "alpha")
+    detached("pb", "--project", "beta")
+    os.kill(a["pid"], 9)
+    wait_for(lambda: run_json(home, "list")[0].get("reachable") is False, what="pa dead")
+    table = run(home, "list")
+    lines = {line.split()[0]: line.split()[1] for line in table.stdout.splitlines()[1:]}
+    assert lines == {"pa": "stale", "pb": "idle"}
+    assert [h["agent_id"] for h in run_json(home, "list", "--project", "beta")] == ["pb"]
+    status = run(home, "status", "pa")
+    assert status.returncode == 3 and "is gone" in status.stderr
+
+
+def test_demo_command_starts_a_demo_host(home: Path) -> None:
+    result = run(home, "demo", "--no-attach")
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "started demo host" in result.stderr
+        # a first message was sent for the user
+        history = run_json(home, "history", "demo")
+        assert history["entries"][0]["content"] == "Hello! What can you do?"
+        again = run(home, "demo", "--no-attach")
+        assert again.returncode == 0 and "already running" in again.stderr
+    finally:
+        run(home, "stop", "demo", "--force")
+
+
+def test_version_and_help() -> None:
+    out = subprocess.run([PY, "-m", "agenthost", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for verb in ("serve", "attach", "list", "status", "ping", "history", "send", "stop"):
+        assert verb in out.stdout
