@@ -188,7 +188,7 @@ class Host:
                 socket=str(self.socket_path),
                 pid=os.getpid(),
             )
-            await self._spawn_agent()
+            self._spawn_agent()
             sd_notify(f"READY=1\nMAINPID={os.getpid()}")
             await self._shutdown.wait()
         finally:
@@ -196,7 +196,7 @@ class Host:
             self.lock.release()
             log.info("host.exited", agent_id=self.agent_id)
 
-    async def _spawn_agent(self) -> None:
+    def _spawn_agent(self) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         env.update(self.adapter.environment())
         env.update(self.config.env)
@@ -304,9 +304,11 @@ class Host:
         if self.process.running:
             log.info("agent.stopping", force=force, timeout=timeout)
             status, graceful = await self.process.stop(timeout, force)
-        else:
-            await self.process.wait(None if self.process.pid else 0)
-            status = self.process.status or self.exit or ExitStatus(0, None, time.time())
+        elif self.process.pid:  # it exited: wait until the exit has been reported
+            status = await self.process.exited()
+            graceful = not force
+        else:  # it never started
+            status = self.exit or ExitStatus(127, None, time.time())
             graceful = not force
         return StopResult(status, graceful, time.monotonic() - started)
 

@@ -324,6 +324,12 @@ class AgentProcess:
             return None
         return self.status
 
+    async def exited(self) -> ExitStatus:
+        """The exit status, once the exit has been reported."""
+        await self._done.wait()
+        assert self.status is not None
+        return self.status
+
     async def stop(self, timeout: float, force: bool) -> tuple[ExitStatus, bool]:
         """Stop the agent: SIGTERM to the group, SIGKILL after ``timeout`` seconds.
 
@@ -341,9 +347,7 @@ class AgentProcess:
                 graceful = False
                 log.info("process.escalate", pid=self.pid, timeout=timeout)
                 self.signal_group(signal.SIGKILL)
-        status = await self.wait()
-        assert status is not None
-        return status, graceful
+        return await self.exited(), graceful
 
     # --- exit ----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from conftest import HostFactory
-from hosttools import RawConn
+from hosttools import HostProc, RawConn
 
 
 def turn_events(conn: RawConn, turns: int = 1) -> list[dict[str, Any]]:
@@ -23,6 +23,14 @@ def turn_events(conn: RawConn, turns: int = 1) -> list[dict[str, Any]]:
         results += f["type"] == "result"
         if results >= turns and f["type"] == "state" and f["state"] == "idle":
             return events
+
+
+def run_turn(host: HostProc, text: str) -> list[dict[str, Any]]:
+    """Attach, send ``text``, return the events up to the end of its turn."""
+    with host.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        conn.request("host.send", {"input": text})
+        return turn_events(conn)
 
 
 def test_a_full_turn(host_factory: HostFactory) -> None:
@@ -87,10 +95,7 @@ def test_messages_queued_during_a_turn_keep_it_running(host_factory: HostFactory
 def test_input_that_would_break_a_json_agent_cannot(host_factory: HostFactory) -> None:
     host = host_factory("d1", "--agent", "demo")
     nasty = 'line one\nline "two" \\ with {"json": true}\u2028 and ünïcödé \x00 end'
-    with host.raw() as conn:
-        conn.request("host.attach", {"offset": 0})
-        conn.request("host.send", {"input": nasty})
-        events = turn_events(conn)
+    events = run_turn(host, nasty)
     entries = [e["chat_entry"] for e in events if e["type"] == "chat_entry"]
     answers = [c["content"] for c in entries if c["role"] != "tool"]
     assert answers[0] == nasty  # recorded as sent
@@ -100,10 +105,7 @@ def test_input_that_would_break_a_json_agent_cannot(host_factory: HostFactory) -
 
 def test_error_result_sets_last_error_and_stays_idle(host_factory: HostFactory) -> None:
     host = host_factory("d1", "--agent", "demo")
-    with host.raw() as conn:
-        conn.request("host.attach", {"offset": 0})
-        conn.request("host.send", {"input": "/error"})
-        events = turn_events(conn)
+    events = run_turn(host, "/error")
     (turn,) = [e["result"] for e in events if e["type"] == "result"]
     assert turn["is_error"] is True and turn["subtype"] == "error_during_execution"
     agent = host.agent()
@@ -125,10 +127,7 @@ def test_exit_and_signal_commands(host_factory: HostFactory) -> None:
 
 def test_demo_stderr_is_captured(host_factory: HostFactory) -> None:
     host = host_factory("d1", "--agent", "demo")
-    with host.raw() as conn:
-        conn.request("host.attach", {"offset": 0})
-        conn.request("host.send", {"input": "/stderr something odd"})
-        events = turn_events(conn)
+    events = run_turn(host, "/stderr something odd")
     stderr = [e["data"] for e in events if e.get("stream") == "stderr"]
     assert stderr == ["something odd"]
 

@@ -336,11 +336,7 @@ def test_children_outliving_the_agent_are_ended(host_factory: HostFactory) -> No
     host = host_factory("a1", "--agent", "lines", command=["sh", "-c", script])
     with host.raw() as conn:
         conn.request("host.attach", {"offset": 0})
-        child = None
-        while child is None:
-            f = conn.frame()
-            if f.get("type") == "output":
-                child = int(f["data"])
+        child = int(conn.read_until(lambda f: f.get("type") == "output")["data"])
     host.wait_state("done")
     assert pid_gone(child)
 
@@ -369,11 +365,8 @@ def test_agent_gets_default_sigpipe_and_sighup(host_factory: HostFactory) -> Non
     host = host_factory("a1", "--agent", "lines", command=["sh", "-c", script])
     with host.raw() as conn:
         conn.request("host.attach", {"offset": 0})
-        ignored = None
-        while ignored is None:
-            f = conn.frame()
-            if f.get("type") == "output" and f["data"].startswith("SigIgn"):
-                ignored = int(f["data"].split(":")[1].strip(), 16)
+        line = conn.read_until(lambda f: str(f.get("data", "")).startswith("SigIgn"))
+    ignored = int(line["data"].split(":")[1].strip(), 16)
     assert ignored & (1 << (signal.SIGPIPE - 1)) == 0
     assert ignored & (1 << (signal.SIGHUP - 1)) == 0
 
