@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from agenthost.lockfile import is_lock_held, read_lock_info
+
 from hosttools import PY, wait_for
 
 
@@ -40,19 +42,19 @@ def run_json(home: Path, *args: str, code: int = 0) -> Any:
 
 @pytest.fixture
 def detached(home: Path) -> Iterator[Callable[..., dict[str, Any]]]:
-    """Start hosts with ``serve --detach``; kill them at teardown (their watchdog then
-    ends each agent's group)."""
-    pids: list[int] = []
+    """Start hosts with ``serve --detach``. At teardown every host that holds a lock in
+    ``home`` is killed, however the test ended (their watchdogs then end the agents)."""
 
     def start(agent_id: str, *args: str) -> dict[str, Any]:
         out: dict[str, Any] = run_json(home, "serve", "--agent-id", agent_id, "--detach", *args)
-        pids.append(out["pid"])
         return out
 
     yield start
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    for lock in (home / "hosts").glob("*.lock"):
+        pid = (read_lock_info(lock) or {}).get("pid")
+        if isinstance(pid, int) and is_lock_held(lock):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_serve_detach_then_every_verb(home: Path, detached: Callable[..., dict[str, Any]]) -> None:
