@@ -1,4 +1,4 @@
-"""The host protocol, version 1: models, framing and versioning. Sans-IO.
+"""The host protocol, version 1: versions, envelopes, encoding and decoding. Sans-IO.
 
 Transport-independent: this module never touches a socket or an event loop. The host
 and the client feed it bytes and get frames, requests, responses and events back.
@@ -12,87 +12,59 @@ Wire format (see ``docs/protocol.md``): one JSON object per ``\\n``-terminated l
 Requests and payloads from peers are validated here, at the edge. Our own events are
 encoded by :class:`EventEncoder` without a model round trip because they are on the hot
 path; tests check that its output validates as :class:`StreamEvent`.
+
+The models live in :mod:`agenthost.models` and the framing in :mod:`agenthost.framing`;
+both are re-exported here, so ``agenthost.protocol`` is the one place to import from.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
-from enum import StrEnum
 from json.encoder import encode_basestring
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    TypeAdapter,
-    ValidationError,
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from agenthost.errors import ErrorCode, ProtocolError, VersionUnsupported
+from agenthost.framing import CLIENT_FRAME_LIMIT, DEFAULT_FRAME_LIMIT, FrameDecoder
+from agenthost.models import (
+    FINAL_STATES,
+    REQUEST_PAYLOADS,
+    RESPONSE_PAYLOADS,
+    AgentInfo,
+    AgentState,
+    AttachRequest,
+    AttachResponse,
+    EmptyRequest,
+    EventType,
+    HistoryEntry,
+    HistoryRequest,
+    HistoryResponse,
+    HostInfo,
+    InterruptResponse,
+    ListResponse,
+    MessageType,
+    PeerModel,
+    PendingResponse,
+    PermissionDecision,
+    PermissionRequest,
+    PingResponse,
+    RespondRequest,
+    RespondResponse,
+    SendRequest,
+    SendResponse,
+    StatusResponse,
+    StopRequest,
+    StopResponse,
+    StreamEvent,
 )
 
-from agenthost.errors import (
-    ErrorCode,
-    FrameTooLarge,
-    ProtocolError,
-    VersionUnsupported,
-)
-from agenthost.timefmt import format_datetime
-
-PROTOCOL_VERSION: Final = "1.0"
+PROTOCOL_VERSION: Final = "1.1"
 """The protocol version this package speaks (``MAJOR.MINOR``)."""
 
 MIN_PROTOCOL_VERSION: Final = "1.0"
 """The oldest protocol version this package still serves and talks to."""
-
-DEFAULT_FRAME_LIMIT: Final = 1 << 20
-"""Longest request line a host accepts, in bytes, newline excluded (1 MiB)."""
-
-CLIENT_FRAME_LIMIT: Final = 64 << 20
-"""Longest line a client accepts; events can carry long agent output (64 MiB)."""
-
-
-class MessageType(StrEnum):
-    """Request types of protocol 1.0."""
-
-    PING = "host.ping"
-    STATUS = "host.status"
-    LIST = "host.list"
-    ATTACH = "host.attach"
-    DETACH = "host.detach"
-    HISTORY = "host.history"
-    SEND = "host.send"
-    STOP = "host.stop"
-
-
-class EventType(StrEnum):
-    """Stream event types. Clients must ignore types they do not know."""
-
-    OUTPUT = "output"
-    STATE = "state"
-    CHAT_ENTRY = "chat_entry"
-    ERROR = "error"
-    RESULT = "result"
-
-
-class AgentState(StrEnum):
-    """Agent states reported in AgentInfo and ``state`` events."""
-
-    STARTING = "starting"
-    RUNNING = "running"
-    IDLE = "idle"
-    WAITING = "waiting"
-    DONE = "done"
-    ERROR = "error"
-
-
-FINAL_STATES: Final = frozenset({AgentState.DONE, AgentState.ERROR})
-
 
 # --- versions --------------------------------------------------------------------
 
@@ -134,296 +106,6 @@ def check_peer_version(version: str, *, min_version: str | None = None) -> None:
             f"peer requires protocol >= {min_version}, this side speaks {PROTOCOL_VERSION}",
             hint="upgrade agenthost",
         )
-
-
-# --- models ----------------------------------------------------------------------
-
-
-def _to_utc(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-Timestamp = Annotated[
-    datetime,
-    AfterValidator(_to_utc),
-    PlainSerializer(format_datetime, return_type=str, when_used="json"),
-]
-"""A UTC datetime that serializes as RFC 3339 with a ``Z`` suffix."""
-
-
-class _PeerModel(BaseModel):
-    """Data received from peers: frozen; unknown fields ignored (forward compatible)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class _OpenModel(BaseModel):
-    """Records that grow additive fields in minor versions: unknown fields are kept."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-
-class HistoryEntry(_OpenModel):
-    """One chat history entry: a user message, assistant text, a tool call or result."""
-
-    role: str
-    """``user``, ``assistant`` or ``tool``."""
-    content: str | None = None
-    tool_name: str | None = None
-    tool_input: str | None = None
-    """A short readable summary of the tool input (the command, the path)."""
-    tool_result: str | None = None
-    timestamp: Timestamp
-    tool_use_id: str | None = None
-    is_error: bool | None = None
-    input: dict[str, Any] | None = None
-    """The full tool input object (additive)."""
-    offset: int | None = None
-    """The stream offset of the ``chat_entry`` event that carried this entry."""
-
-
-class AgentInfo(_OpenModel):
-    """What a host knows about its agent. Additive fields appear as the agent reports them."""
-
-    id: str
-    project: str = ""
-    state: str
-    pid: int = 0
-    worktree: str = ""
-    started_at: Timestamp
-    task: str | None = None
-    description: str | None = None
-    backend: str | None = None
-    command: list[str] | None = None
-    exit_code: int | None = None
-    signal: str | None = None
-    ended_at: Timestamp | None = None
-    last_error: str | None = None
-    session_id: str | None = None
-    model: str | None = None
-    cost_usd: float | None = None
-    usage: dict[str, Any] | None = None
-    turns: int | None = None
-
-
-class HostInfo(_OpenModel):
-    """The host process itself."""
-
-    pid: int
-    version: str
-    protocol_version: str
-    started_at: Timestamp
-    socket_path: str
-
-
-class StreamEvent(_OpenModel):
-    """A numbered event of an agent's stream."""
-
-    kind: Literal["event"] = "event"
-    type: str
-    agent_id: str
-    offset: int
-    timestamp: Timestamp
-    data: str | None = None
-    stream: str | None = None
-    """``stdout`` or ``stderr`` for ``output`` events."""
-    continued: bool | None = None
-    """True on an ``output`` chunk of an over-long line that continues in the next event."""
-    escaped: bool | None = None
-    """True on an ``output`` event whose bytes were not valid UTF-8: each invalid byte
-    appears in ``data`` as a ``\\xNN`` escape."""
-    state: str | None = None
-    chat_entry: HistoryEntry | None = None
-    error: str | None = None
-    result: dict[str, Any] | None = None
-
-
-# request payloads: strict types, so ``"5"`` or ``true`` is not an offset.
-
-
-class EmptyRequest(_PeerModel):
-    """Payload of requests that take none (ping, status, list, detach)."""
-
-
-class AttachRequest(_PeerModel):
-    """``host.attach``: ``offset`` is the last offset the client has (0 = from the oldest)."""
-
-    offset: StrictInt = Field(default=0, ge=0)
-
-
-class HistoryRequest(_PeerModel):
-    """``host.history``: the most recent ``limit`` entries (0 = all kept)."""
-
-    limit: StrictInt = Field(default=0, ge=0)
-
-
-class SendRequest(_PeerModel):
-    """``host.send``: text for the agent.
-
-    ``key`` (additive) makes a retried send idempotent: a second send with a key the
-    host has already recorded is not applied again and answers with the first offset.
-    """
-
-    input: StrictStr
-    key: StrictStr | None = Field(default=None, max_length=200)
-
-
-class StopRequest(_PeerModel):
-    """``host.stop``: SIGTERM the agent's group, SIGKILL after ``timeout`` seconds.
-
-    ``timeout`` 0 or absent means the default of 30 s (as in the reference client);
-    ``force`` sends SIGKILL at once.
-    """
-
-    force: StrictBool = False
-    timeout: float = Field(default=0, ge=0, le=86400, allow_inf_nan=False, strict=True)
-    reason: StrictStr = ""
-
-
-# response payloads
-
-
-class PingResponse(_OpenModel):
-    version: str
-    protocol_version: str
-    min_protocol_version: str = "1.0"
-    uptime: str
-    uptime_seconds: float = 0.0
-    started_at: Timestamp
-
-
-class StatusResponse(_OpenModel):
-    host: HostInfo
-    agent: AgentInfo
-
-
-class ListResponse(_OpenModel):
-    agents: list[AgentInfo]
-
-
-class AttachResponse(_OpenModel):
-    agent_id: str
-    stream_offset: int
-    oldest_offset: int = 1
-    truncated: bool = False
-    epoch: str = ""
-
-
-class HistoryResponse(_OpenModel):
-    agent_id: str
-    entries: list[HistoryEntry]
-    offset: int
-    total: int = 0
-
-
-class SendResponse(_OpenModel):
-    offset: int
-    duplicate: bool = False
-
-
-class StopResponse(_OpenModel):
-    stopped: bool
-    exit_code: int | None = None
-    signal: str | None = None
-    graceful: bool
-    duration: str = ""
-    duration_seconds: float = 0.0
-    final_state: str
-
-
-REQUEST_PAYLOADS: Final[dict[MessageType, type[_PeerModel]]] = {
-    MessageType.PING: EmptyRequest,
-    MessageType.STATUS: EmptyRequest,
-    MessageType.LIST: EmptyRequest,
-    MessageType.ATTACH: AttachRequest,
-    MessageType.DETACH: EmptyRequest,
-    MessageType.HISTORY: HistoryRequest,
-    MessageType.SEND: SendRequest,
-    MessageType.STOP: StopRequest,
-}
-
-RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
-    MessageType.PING: PingResponse,
-    MessageType.STATUS: StatusResponse,
-    MessageType.LIST: ListResponse,
-    MessageType.ATTACH: AttachResponse,
-    MessageType.DETACH: None,
-    MessageType.HISTORY: HistoryResponse,
-    MessageType.SEND: SendResponse,
-    MessageType.STOP: StopResponse,
-}
-
-
-# --- framing ---------------------------------------------------------------------
-
-
-class FrameDecoder:
-    """Split a byte stream into newline-terminated frames, enforcing a size limit.
-
-    ``feed`` returns the complete frames (newline and a trailing ``\\r`` removed, blank
-    lines skipped). A frame longer than ``max_frame`` bytes yields a
-    :class:`~agenthost.errors.FrameTooLarge` item in place of the frame; the decoder is
-    then closed and every later ``feed`` returns nothing, because the rest of an
-    oversized line cannot be told apart from the next frame.
-    """
-
-    __slots__ = ("_buf", "_scan", "_closed", "max_frame")
-
-    def __init__(self, max_frame: int = DEFAULT_FRAME_LIMIT) -> None:
-        self.max_frame = max_frame
-        self._buf = bytearray()
-        self._scan = 0  # bytes of _buf already searched for a newline
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        """True after an oversized frame: the stream cannot be resynchronised."""
-        return self._closed
-
-    @property
-    def pending(self) -> int:
-        """Bytes buffered that do not yet form a complete frame."""
-        return len(self._buf)
-
-    def feed(self, data: bytes) -> list[bytes | FrameTooLarge]:
-        """Add bytes; return the frames they complete, in order."""
-        if self._closed:
-            return []
-        buf = self._buf
-        buf += data
-        out: list[bytes | FrameTooLarge] = []
-        start = 0
-        find = buf.find
-        limit = self.max_frame
-        while True:
-            nl = find(b"\n", max(start, self._scan))
-            if nl < 0:
-                break
-            end = nl - 1 if nl > start and buf[nl - 1] == 0x0D else nl
-            if end - start > limit:
-                return self._overflow(out, end - start)
-            if end > start:
-                out.append(bytes(buf[start:end]))
-            start = nl + 1
-            self._scan = start
-        if start:
-            del buf[:start]
-        self._scan = len(buf)
-        if len(buf) > limit + 1:  # +1: a trailing '\r' may still be stripped
-            return self._overflow(out, len(buf))
-        return out
-
-    def _overflow(self, out: list[bytes | FrameTooLarge], size: int) -> list[bytes | FrameTooLarge]:
-        self._closed = True
-        self._buf = bytearray()
-        out.append(
-            FrameTooLarge(
-                f"frame of at least {size} bytes exceeds the limit of {self.max_frame} bytes"
-            )
-        )
-        return out
 
 
 # --- requests --------------------------------------------------------------------
@@ -604,7 +286,7 @@ def encode_error(
     )
 
 
-class Response(_PeerModel):
+class Response(PeerModel):
     """A decoded response envelope."""
 
     kind: Literal["response"] = "response"
@@ -746,6 +428,8 @@ __all__ = [
     "FINAL_STATES",
     "MIN_PROTOCOL_VERSION",
     "PROTOCOL_VERSION",
+    "REQUEST_PAYLOADS",
+    "RESPONSE_PAYLOADS",
     "AgentInfo",
     "AgentState",
     "AttachRequest",
@@ -758,11 +442,17 @@ __all__ = [
     "HistoryRequest",
     "HistoryResponse",
     "HostInfo",
+    "InterruptResponse",
     "ListResponse",
     "MessageType",
+    "PendingResponse",
+    "PermissionDecision",
+    "PermissionRequest",
     "PingResponse",
     "Request",
     "RequestError",
+    "RespondRequest",
+    "RespondResponse",
     "Response",
     "SendRequest",
     "SendResponse",

@@ -1,0 +1,354 @@
+"""The records and payloads of the host protocol, as pydantic v2 models. Sans-IO.
+
+Received data (from peers) is validated against these models at the edge. Records that
+grow additive fields in minor versions keep unknown fields (``extra="allow"``);
+request payloads ignore them. All models are frozen.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+)
+
+from agenthost.timefmt import format_datetime
+
+
+class MessageType(StrEnum):
+    """Request types."""
+
+    PING = "host.ping"
+    STATUS = "host.status"
+    LIST = "host.list"
+    ATTACH = "host.attach"
+    DETACH = "host.detach"
+    HISTORY = "host.history"
+    SEND = "host.send"
+    STOP = "host.stop"
+    # 1.1
+    INTERRUPT = "host.interrupt"
+    PENDING = "host.pending"
+    RESPOND = "host.respond"
+
+
+class EventType(StrEnum):
+    """Stream event types. Clients must ignore types they do not know."""
+
+    OUTPUT = "output"
+    STATE = "state"
+    CHAT_ENTRY = "chat_entry"
+    ERROR = "error"
+    RESULT = "result"
+    # 1.1
+    PERMISSION_REQUEST = "permission_request"
+    PERMISSION_RESPONSE = "permission_response"
+
+
+class AgentState(StrEnum):
+    """Agent states reported in AgentInfo and ``state`` events."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    IDLE = "idle"
+    WAITING = "waiting"
+    DONE = "done"
+    ERROR = "error"
+
+
+FINAL_STATES: Final = frozenset({AgentState.DONE, AgentState.ERROR})
+
+
+def _to_utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+Timestamp = Annotated[
+    datetime,
+    AfterValidator(_to_utc),
+    PlainSerializer(format_datetime, return_type=str, when_used="json"),
+]
+"""A UTC datetime that serializes as RFC 3339 with a ``Z`` suffix."""
+
+
+class PeerModel(BaseModel):
+    """Data received from peers: frozen; unknown fields ignored (forward compatible)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class OpenModel(BaseModel):
+    """Records that grow additive fields in minor versions: unknown fields are kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class HistoryEntry(OpenModel):
+    """One chat history entry: a user message, assistant text, a tool call or result."""
+
+    role: str
+    """``user``, ``assistant`` or ``tool``."""
+    content: str | None = None
+    tool_name: str | None = None
+    tool_input: str | None = None
+    """A short readable summary of the tool input (the command, the path)."""
+    tool_result: str | None = None
+    timestamp: Timestamp
+    tool_use_id: str | None = None
+    is_error: bool | None = None
+    input: dict[str, Any] | None = None
+    """The full tool input object (additive)."""
+    offset: int | None = None
+    """The stream offset of the ``chat_entry`` event that carried this entry."""
+
+
+class AgentInfo(OpenModel):
+    """What a host knows about its agent. Additive fields appear as the agent reports them."""
+
+    id: str
+    project: str = ""
+    state: str
+    pid: int = 0
+    worktree: str = ""
+    started_at: Timestamp
+    task: str | None = None
+    description: str | None = None
+    backend: str | None = None
+    command: list[str] | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    ended_at: Timestamp | None = None
+    last_error: str | None = None
+    session_id: str | None = None
+    model: str | None = None
+    cost_usd: float | None = None
+    usage: dict[str, Any] | None = None
+    turns: int | None = None
+    pending_requests: int | None = None
+    """How many permission requests wait for an answer (1.1)."""
+
+
+class PermissionRequest(OpenModel):
+    """A question the agent asked and waits on: may it use this tool with this input?
+
+    It stays pending (``host.pending``, the attach response) until a client answers it
+    with ``host.respond`` or the agent withdraws it, whoever is attached meanwhile.
+    """
+
+    request_id: str
+    tool_name: str
+    tool_input: str = ""
+    """A short readable summary of the input (the command, the path)."""
+    input: dict[str, Any] = Field(default_factory=dict)
+    tool_use_id: str | None = None
+    created_at: Timestamp
+
+
+class PermissionDecision(OpenModel):
+    """How a permission request ended: ``allow``, ``deny`` or ``cancelled``."""
+
+    request_id: str
+    behavior: str
+    message: str | None = None
+
+
+class HostInfo(OpenModel):
+    """The host process itself."""
+
+    pid: int
+    version: str
+    protocol_version: str
+    started_at: Timestamp
+    socket_path: str
+
+
+class StreamEvent(OpenModel):
+    """A numbered event of an agent's stream."""
+
+    kind: Literal["event"] = "event"
+    type: str
+    agent_id: str
+    offset: int
+    timestamp: Timestamp
+    data: str | None = None
+    stream: str | None = None
+    """``stdout`` or ``stderr`` for ``output`` events."""
+    continued: bool | None = None
+    """True on an ``output`` chunk of an over-long line that continues in the next event."""
+    escaped: bool | None = None
+    """True on an ``output`` event whose bytes were not valid UTF-8: each invalid byte
+    appears in ``data`` as a ``\\xNN`` escape."""
+    state: str | None = None
+    chat_entry: HistoryEntry | None = None
+    error: str | None = None
+    result: dict[str, Any] | None = None
+    request: PermissionRequest | None = None
+    """The request of a ``permission_request`` event."""
+    decision: PermissionDecision | None = None
+    """The outcome of a ``permission_response`` event."""
+
+
+# request payloads: strict types, so ``"5"`` or ``true`` is not an offset.
+
+
+class EmptyRequest(PeerModel):
+    """Payload of requests that take none (ping, status, list, detach)."""
+
+
+class AttachRequest(PeerModel):
+    """``host.attach``: ``offset`` is the last offset the client has (0 = from the oldest)."""
+
+    offset: StrictInt = Field(default=0, ge=0)
+
+
+class HistoryRequest(PeerModel):
+    """``host.history``: the most recent ``limit`` entries (0 = all kept)."""
+
+    limit: StrictInt = Field(default=0, ge=0)
+
+
+class SendRequest(PeerModel):
+    """``host.send``: text for the agent.
+
+    ``key`` (additive) makes a retried send idempotent: a second send with a key the
+    host has already recorded is not applied again and answers with the first offset.
+    """
+
+    input: StrictStr
+    key: StrictStr | None = Field(default=None, max_length=200)
+
+
+class StopRequest(PeerModel):
+    """``host.stop``: SIGTERM the agent's group, SIGKILL after ``timeout`` seconds.
+
+    ``timeout`` 0 or absent means the default of 30 s (as in the reference client);
+    ``force`` sends SIGKILL at once.
+    """
+
+    force: StrictBool = False
+    timeout: float = Field(default=0, ge=0, le=86400, allow_inf_nan=False, strict=True)
+    reason: StrictStr = ""
+
+
+# response payloads
+
+
+class PingResponse(OpenModel):
+    version: str
+    protocol_version: str
+    min_protocol_version: str = "1.0"
+    uptime: str
+    uptime_seconds: float = 0.0
+    started_at: Timestamp
+
+
+class StatusResponse(OpenModel):
+    host: HostInfo
+    agent: AgentInfo
+
+
+class ListResponse(OpenModel):
+    agents: list[AgentInfo]
+
+
+class AttachResponse(OpenModel):
+    agent_id: str
+    stream_offset: int
+    oldest_offset: int = 1
+    truncated: bool = False
+    epoch: str = ""
+    pending: list[PermissionRequest] = Field(default_factory=list)
+    """Permission requests waiting for an answer (1.1), whatever the replay holds."""
+
+
+class HistoryResponse(OpenModel):
+    agent_id: str
+    entries: list[HistoryEntry]
+    offset: int
+    total: int = 0
+
+
+class SendResponse(OpenModel):
+    offset: int
+    duplicate: bool = False
+
+
+class StopResponse(OpenModel):
+    stopped: bool
+    exit_code: int | None = None
+    signal: str | None = None
+    graceful: bool
+    duration: str = ""
+    duration_seconds: float = 0.0
+    final_state: str
+
+
+class RespondRequest(PeerModel):
+    """``host.respond`` (1.1): answer a pending permission request.
+
+    ``updated_input`` (allow only) replaces the tool's input; ``message`` tells the
+    agent why (deny).
+    """
+
+    request_id: StrictStr = Field(min_length=1, max_length=200)
+    behavior: Literal["allow", "deny"]
+    message: StrictStr | None = Field(default=None, max_length=10_000)
+    updated_input: dict[str, Any] | None = None
+
+
+class InterruptResponse(OpenModel):
+    """``host.interrupt`` (1.1): ``method`` is how: ``control`` (a request the agent
+    understands) or ``signal`` (SIGINT to its process group)."""
+
+    sent: bool
+    method: str
+
+
+class PendingResponse(OpenModel):
+    requests: list[PermissionRequest]
+
+
+class RespondResponse(OpenModel):
+    request_id: str
+    behavior: str
+
+
+REQUEST_PAYLOADS: Final[dict[MessageType, type[PeerModel]]] = {
+    MessageType.PING: EmptyRequest,
+    MessageType.STATUS: EmptyRequest,
+    MessageType.LIST: EmptyRequest,
+    MessageType.ATTACH: AttachRequest,
+    MessageType.DETACH: EmptyRequest,
+    MessageType.HISTORY: HistoryRequest,
+    MessageType.SEND: SendRequest,
+    MessageType.STOP: StopRequest,
+    MessageType.INTERRUPT: EmptyRequest,
+    MessageType.PENDING: EmptyRequest,
+    MessageType.RESPOND: RespondRequest,
+}
+
+RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
+    MessageType.PING: PingResponse,
+    MessageType.STATUS: StatusResponse,
+    MessageType.LIST: ListResponse,
+    MessageType.ATTACH: AttachResponse,
+    MessageType.DETACH: None,
+    MessageType.HISTORY: HistoryResponse,
+    MessageType.SEND: SendResponse,
+    MessageType.STOP: StopResponse,
+    MessageType.INTERRUPT: InterruptResponse,
+    MessageType.PENDING: PendingResponse,
+    MessageType.RESPOND: RespondResponse,
+}
