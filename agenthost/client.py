@@ -20,6 +20,7 @@ connection; ``last_offset`` then tells where to reattach.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import itertools
 from collections import deque
@@ -27,7 +28,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import uvloop
 from pydantic import BaseModel, ValidationError
@@ -57,9 +58,13 @@ from agenthost.protocol import (
     AttachResponse,
     FrameDecoder,
     HistoryResponse,
+    InterruptResponse,
     ListResponse,
     MessageType,
+    PendingResponse,
+    PermissionRequest,
     PingResponse,
+    RespondResponse,
     Response,
     SendResponse,
     StatusResponse,
@@ -316,6 +321,34 @@ class AsyncClient:
         wait = (timeout or DEFAULT_STOP_TIMEOUT) + STOP_MARGIN
         return await self._typed(StopResponse, MessageType.STOP, payload=payload, timeout=wait)
 
+    async def interrupt(self) -> InterruptResponse:
+        """Interrupt the agent's current turn (protocol 1.1)."""
+        return await self._typed(InterruptResponse, MessageType.INTERRUPT)
+
+    async def pending(self) -> builtins.list[PermissionRequest]:
+        """Permission requests waiting for an answer (protocol 1.1)."""
+        return (await self._typed(PendingResponse, MessageType.PENDING)).requests
+
+    async def respond(
+        self,
+        request_id: str,
+        behavior: Literal["allow", "deny"],
+        *,
+        message: str | None = None,
+        updated_input: dict[str, Any] | None = None,
+    ) -> RespondResponse:
+        """Answer a pending permission request (protocol 1.1).
+
+        ``updated_input`` (allow only) replaces the tool's input; ``message`` is the
+        reason the agent is told (deny). Raise UnknownRequest if it is not pending.
+        """
+        payload: dict[str, Any] = {"request_id": request_id, "behavior": behavior}
+        if message is not None:
+            payload["message"] = message
+        if updated_input is not None:
+            payload["updated_input"] = updated_input
+        return await self._typed(RespondResponse, MessageType.RESPOND, payload=payload)
+
     async def attach(self, offset: int = 0) -> Subscription:
         """Attach to the stream after ``offset`` (0 = from the oldest retained event)."""
         response = await self._typed(
@@ -473,6 +506,24 @@ class Client:
 
     def detach(self) -> None:
         self._run(self._async.detach())
+
+    def interrupt(self) -> InterruptResponse:
+        return self._run(self._async.interrupt())
+
+    def pending(self) -> builtins.list[PermissionRequest]:
+        return self._run(self._async.pending())
+
+    def respond(
+        self,
+        request_id: str,
+        behavior: Literal["allow", "deny"],
+        *,
+        message: str | None = None,
+        updated_input: dict[str, Any] | None = None,
+    ) -> RespondResponse:
+        return self._run(
+            self._async.respond(request_id, behavior, message=message, updated_input=updated_input)
+        )
 
     def attach(self, offset: int = 0) -> SyncSubscription:
         """Attach after ``offset``; iterate the result for events."""

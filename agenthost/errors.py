@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"
     BUSY = "busy"
     INTERNAL = "internal"
+    UNKNOWN_REQUEST = "unknown_request"  # 1.1: host.respond to no pending request
 
 
 class AgentHostError(Exception):
@@ -151,6 +152,13 @@ class Busy(AgentHostError):
     code = ErrorCode.BUSY
 
 
+class UnknownRequest(AgentHostError):
+    """``host.respond`` names no pending permission request (answered, withdrawn, or
+    never asked)."""
+
+    code = ErrorCode.UNKNOWN_REQUEST
+
+
 class InternalError(AgentHostError):
     """A bug or an unexpected condition in the host."""
 
@@ -167,6 +175,7 @@ _BY_CODE: dict[ErrorCode, type[AgentHostError]] = {
     ErrorCode.FORBIDDEN: Forbidden,
     ErrorCode.BUSY: Busy,
     ErrorCode.INTERNAL: InternalError,
+    ErrorCode.UNKNOWN_REQUEST: UnknownRequest,
 }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from agenthost.errors import ConfigError
 from agenthost.protocol import AgentState
 
 
@@ -60,7 +61,40 @@ class TurnResult:
     result: dict[str, Any] = field(default_factory=dict)
 
 
-AdapterEvent = Output | Chat | StateChange | InfoUpdate | ErrorNote | TurnResult
+@dataclass(frozen=True, slots=True)
+class PermissionAsk:
+    """The agent asks whether it may use a tool with this input, and waits."""
+
+    request_id: str
+    tool_name: str
+    tool_input: str
+    """A short readable summary of the input."""
+    input: dict[str, Any] = field(default_factory=dict)
+    tool_use_id: str | None = None
+    native: dict[str, Any] = field(default_factory=dict)
+    """What the adapter needs to answer it later (kept by the host, not published)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDecided:
+    """A permission request ended: ``allow``, ``deny``, or ``cancelled`` (the agent
+    withdrew it, or exited)."""
+
+    request_id: str
+    behavior: str
+    message: str | None = None
+
+
+AdapterEvent = (
+    Output
+    | Chat
+    | StateChange
+    | InfoUpdate
+    | ErrorNote
+    | TurnResult
+    | PermissionAsk
+    | PermissionDecided
+)
 
 
 class Adapter:
@@ -107,3 +141,18 @@ class Adapter:
     def on_send(self, text: str) -> list[AdapterEvent]:
         """Events caused by sending ``text`` (after the user chat entry is recorded)."""
         return []
+
+    def encode_interrupt(self) -> bytes | None:
+        """What to write to stdin to interrupt the current turn, or None: then the
+        host sends SIGINT to the agent's process group (what Ctrl-C would do)."""
+        return None
+
+    def encode_permission_response(
+        self,
+        ask: PermissionAsk,
+        allow: bool,
+        message: str | None,
+        updated_input: dict[str, Any] | None,
+    ) -> bytes:
+        """The stdin bytes that answer a permission request this adapter reported."""
+        raise ConfigError(f"the {self.kind} agent does not ask for permissions")

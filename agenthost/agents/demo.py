@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from agenthost.agents.base import Adapter, AdapterEvent, ErrorNote, Output, StateChange
-from agenthost.agents.streamjson import StreamJsonParser, user_message
+from agenthost.agents.base import (
+    Adapter,
+    AdapterEvent,
+    ErrorNote,
+    Output,
+    PermissionAsk,
+    StateChange,
+)
+from agenthost.agents.streamjson import (
+    StreamJsonParser,
+    interrupt_request,
+    permission_response,
+    user_message,
+)
 from agenthost.protocol import AgentState
 
 
@@ -30,6 +42,7 @@ class StreamJsonAdapter(Adapter):
         self.parser = StreamJsonParser()
         self._pending_turns = 0
         self._fragment_bytes = 0  # size so far of an over-long line being cut
+        self._control_ids = 0
 
     def parse_fragment(self, chunk: str, continued: bool) -> list[AdapterEvent]:
         self._fragment_bytes += len(chunk)
@@ -62,6 +75,19 @@ class StreamJsonAdapter(Adapter):
 
     def encode_input(self, text: str) -> bytes:
         return user_message(text, self.parser.session_id)
+
+    def encode_interrupt(self) -> bytes:
+        self._control_ids += 1
+        return interrupt_request(f"agenthost-interrupt-{self._control_ids}")
+
+    def encode_permission_response(
+        self,
+        ask: PermissionAsk,
+        allow: bool,
+        message: str | None,
+        updated_input: dict[str, Any] | None,
+    ) -> bytes:
+        return permission_response(ask.request_id, allow, message, updated_input, ask.input)
 
     def on_send(self, text: str) -> list[AdapterEvent]:
         self._pending_turns += 1

@@ -8,8 +8,11 @@ the tool's result, a final assistant text and a ``result`` line with usage and c
 The "tool" is computed in-process; nothing is executed.
 
 Like the real CLI, it exits with status 1 on a stdin line that is not JSON, and with
-status 0 at end of input. Messages starting with ``/`` are demo commands (``/help``
-lists them); the test suite uses them to make the agent flood, fail, hang or crash.
+status 0 at end of input. It understands the control protocol too: an ``interrupt``
+control request stops the current turn, and ``/ask`` makes it ask permission for a
+tool (a ``can_use_tool`` control request) and wait for the answer. Messages starting
+with ``/`` are demo commands (``/help`` lists them); the test suite uses them to make
+the agent flood, fail, hang or crash.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 import uuid
 from typing import Any
@@ -29,7 +34,8 @@ HELP = """I am the agenthost demo agent. Say anything and I will count your word
 (simulated) Bash tool call. Commands:
 /help            this text
 /flood N         print N assistant messages as fast as possible
-/sleep S         a turn that takes S seconds
+/sleep S         a turn that takes S seconds (interrupt it!)
+/ask             ask permission to run a command, and wait for the answer
 /error           a turn that ends with an API error result
 /stderr TEXT     print TEXT on stderr, then answer normally
 /garbage         print lines that are not valid stream-json, then answer normally
@@ -37,22 +43,53 @@ HELP = """I am the agenthost demo agent. Say anything and I will count your word
 /signal NAME     kill myself with a signal (e.g. KILL, TERM)"""
 
 
+class Interrupted(Exception):
+    """The current turn was interrupted by a control request."""
+
+
 class Demo:
-    """One demo agent session."""
+    """One demo agent session.
+
+    A reader thread handles control messages as they come (an interrupt must reach a
+    running turn); user messages queue up for the main thread, one turn at a time.
+    """
 
     def __init__(self, pace: float) -> None:
         self.pace = pace
         self.session_id = str(uuid.uuid4())
         self.counter = 0
         self.cost = 0.0
+        self.interrupted = threading.Event()
+        self._out = threading.Lock()
+        self._answers: dict[str, dict[str, Any]] = {}
+        self._answered = threading.Condition()
 
     def emit(self, obj: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
+        with self._out:
+            sys.stdout.write(json.dumps(obj) + "\n")
+            sys.stdout.flush()
 
     def wait(self, factor: float = 1.0) -> None:
-        if self.pace > 0:
-            time.sleep(self.pace * factor)
+        if self.pace > 0 and self.interrupted.wait(self.pace * factor):
+            raise Interrupted
+
+    def deliver(self, request_id: str, answer: dict[str, Any]) -> None:
+        """The answer to one of our control requests (from the reader thread)."""
+        with self._answered:
+            self._answers[request_id] = answer
+            self._answered.notify_all()
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send a control request and wait for its answer (or an interrupt)."""
+        request_id = self.next_id("req")
+        self.emit({"type": "control_request", "request_id": request_id, "request": request})
+        with self._answered:
+            while request_id not in self._answers:
+                if self.interrupted.is_set():
+                    self.emit({"type": "control_cancel_request", "request_id": request_id})
+                    raise Interrupted
+                self._answered.wait(0.05)  # also wakes up for an interrupt
+            return self._answers.pop(request_id)
 
     def next_id(self, prefix: str) -> str:
         self.counter += 1
@@ -146,13 +183,28 @@ class Demo:
 
     def turn(self, text: str) -> None:
         started = time.monotonic()
+        self.interrupted.clear()
         self.init()
         command, _, arg = text.strip().partition(" ")
         handler = COMMANDS.get(command) if command.startswith("/") else None
-        if handler is not None:
-            handler(self, arg.strip(), started)
-        else:
-            self.normal_turn(text, started)
+        try:
+            if handler is not None:
+                handler(self, arg.strip(), started)
+            else:
+                self.normal_turn(text, started)
+        except Interrupted:
+            self.emit(
+                {
+                    "type": "user",
+                    "message": {
+                        "role": "user",
+                        "content": [{"type": "text", "text": "[Request interrupted by user]"}],
+                    },
+                    "parent_tool_use_id": None,
+                    "session_id": self.session_id,
+                }
+            )
+            self.result("interrupted", started, 1, error=True)
 
     def normal_turn(self, text: str, started: float) -> None:
         self.wait()
@@ -193,10 +245,37 @@ class Demo:
         self.assistant(
             [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": arg}}]
         )
-        time.sleep(seconds)
+        if self.interrupted.wait(seconds):
+            raise Interrupted
         self.tool_result(tool_id, "")
         self.assistant([{"type": "text", "text": f"Slept {seconds:g}s."}])
         self.result(f"slept {seconds:g}s", started, 2)
+
+    def cmd_ask(self, arg: str, started: float) -> None:
+        tool_id = self.next_id("toolu")
+        tool_input = {"command": "touch demo-was-here", "description": "Leave a mark"}
+        self.assistant([{"type": "text", "text": "I would like to run a command."}])
+        self.assistant([{"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}])
+        answer = self.ask(
+            {
+                "subtype": "can_use_tool",
+                "tool_name": "Bash",
+                "input": tool_input,
+                "permission_suggestions": [],
+                "tool_use_id": tool_id,
+            }
+        )
+        decision = _dict(answer.get("response"))
+        if decision.get("behavior") == "allow":
+            used = decision.get("updatedInput") or tool_input
+            self.tool_result(tool_id, f"(demo) ran: {used.get('command', '?')}")
+            text = "Done: permission granted, command run."
+        else:
+            reason = decision.get("message") or "denied"
+            self.tool_result(tool_id, f"Permission denied: {reason}", is_error=True)
+            text = "Understood, I did not run it."
+        self.assistant([{"type": "text", "text": text}])
+        self.result(text, started, 2)
 
     def cmd_error(self, arg: str, started: float) -> None:
         self.result("API Error: 500 demo failure", started, 1, error=True)
@@ -241,10 +320,15 @@ COMMANDS = {
     "/sleep": Demo.cmd_sleep,
     "/error": Demo.cmd_error,
     "/stderr": Demo.cmd_stderr,
+    "/ask": Demo.cmd_ask,
     "/garbage": Demo.cmd_garbage,
     "/exit": Demo.cmd_exit,
     "/signal": Demo.cmd_signal,
 }
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _int(text: str, default: int) -> int:
@@ -281,18 +365,18 @@ def message_text(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="demo_agent", description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--pace",
-        type=float,
-        default=float(os.environ.get("AGENTHOST_DEMO_PACE", "0.3")),
-        help="seconds between the steps of a turn (default 0.3, env AGENTHOST_DEMO_PACE)",
-    )
-    args = parser.parse_args(argv)
-    # Like a well-behaved agent, finish cleanly on SIGTERM (exit status 0).
-    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(0))
-    demo = Demo(max(0.0, args.pace))
+def _exit_cleanly(_sig: int, _frame: object) -> None:
+    # Not sys.exit(): the reader thread is blocked in a read of stdin, and CPython
+    # aborts (SIGABRT) if it must tear down a buffered stdin another thread holds.
+    try:
+        sys.stdout.flush()
+    except (OSError, RuntimeError):  # a reentrant flush, or nobody reading: exit anyway
+        pass
+    os._exit(0)
+
+
+def read_stdin(demo: Demo, inbox: queue.Queue[tuple[str, str]]) -> None:
+    """Reader thread: control messages at once, user messages to the main thread."""
     for raw in sys.stdin.buffer:
         line = raw.strip()
         if not line:
@@ -300,12 +384,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             obj = json.loads(line)
         except ValueError:
-            print(f"Error: stdin line is not valid JSON: {line[:200]!r}", file=sys.stderr)
-            return 1
+            inbox.put(("fatal", f"Error: stdin line is not valid JSON: {line[:200]!r}"))
+            return
         if not isinstance(obj, dict):
-            print("Error: stdin message must be a JSON object", file=sys.stderr)
-            return 1
-        if obj.get("type") == "control_request":
+            inbox.put(("fatal", "Error: stdin message must be a JSON object"))
+            return
+        kind = obj.get("type")
+        if kind == "control_request":
+            request = _dict(obj.get("request"))
+            if request.get("subtype") == "interrupt":
+                demo.interrupted.set()
             demo.emit(
                 {
                     "type": "control_response",
@@ -316,13 +404,40 @@ def main(argv: list[str] | None = None) -> int:
                     },
                 }
             )
-            continue
-        text = message_text(obj)
-        if text is None:
-            print(f"Error: unsupported message type {obj.get('type')!r}", file=sys.stderr)
-            continue
-        demo.turn(text)
-    return 0
+        elif kind == "control_response":
+            response = _dict(obj.get("response"))
+            if isinstance(response.get("request_id"), str):
+                demo.deliver(response["request_id"], response)
+        elif (text := message_text(obj)) is not None:
+            inbox.put(("user", text))
+        else:
+            print(f"Error: unsupported message type {kind!r}", file=sys.stderr, flush=True)
+    inbox.put(("eof", ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="demo_agent", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--pace",
+        type=float,
+        default=float(os.environ.get("AGENTHOST_DEMO_PACE", "0.3")),
+        help="seconds between the steps of a turn (default 0.3, env AGENTHOST_DEMO_PACE)",
+    )
+    args = parser.parse_args(argv)
+    # Like a well-behaved agent, finish cleanly on SIGTERM (exit status 0).
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    demo = Demo(max(0.0, args.pace))
+    inbox: queue.Queue[tuple[str, str]] = queue.Queue()
+    threading.Thread(target=read_stdin, args=(demo, inbox), daemon=True).start()
+    while True:
+        kind, value = inbox.get()
+        if kind == "user":
+            demo.turn(value)
+        elif kind == "fatal":
+            print(value, file=sys.stderr, flush=True)
+            return 1
+        else:
+            return 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ What each line becomes (the raw line is always kept as an ``output`` event first
                               ``tool_use_id``, ``is_error``, tool_name of the call
 ``result``                    a ``result`` event, state ``idle``, cost and
                               usage into AgentInfo, last_error on an error result
+``control_request``           ``can_use_tool``: a permission request (the host
+                              publishes it and waits for a client's answer)
+``control_cancel_request``    the agent withdrew a permission request
+``control_response``          nothing (the answer to our interrupt)
 ============================  =================================================
 """
 
@@ -32,6 +36,8 @@ from agenthost.agents.base import (
     ErrorNote,
     InfoUpdate,
     Output,
+    PermissionAsk,
+    PermissionDecided,
     StateChange,
     TurnResult,
 )
@@ -104,6 +110,36 @@ def user_message(text: str, session_id: str | None = None) -> bytes:
         "message": {"role": "user", "content": [{"type": "text", "text": text}]},
         "parent_tool_use_id": None,
         "session_id": session_id or "default",
+    }
+    return (json.dumps(msg, ensure_ascii=True) + "\n").encode()
+
+
+def interrupt_request(request_id: str) -> bytes:
+    """A control request that interrupts the current turn."""
+    msg = {"type": "control_request", "request_id": request_id, "request": {"subtype": "interrupt"}}
+    return (json.dumps(msg) + "\n").encode()
+
+
+def permission_response(
+    request_id: str,
+    allow: bool,
+    message: str | None,
+    updated_input: dict[str, Any] | None,
+    original_input: dict[str, Any],
+) -> bytes:
+    """The control response answering a ``can_use_tool`` request.
+
+    Allowing always carries ``updatedInput`` (the original input unless replaced);
+    denying carries a ``message`` the agent sees as the reason.
+    """
+    answer: dict[str, Any]
+    if allow:
+        answer = {"behavior": "allow", "updatedInput": updated_input or original_input}
+    else:
+        answer = {"behavior": "deny", "message": message or "denied by the user"}
+    msg = {
+        "type": "control_response",
+        "response": {"subtype": "success", "request_id": request_id, "response": answer},
     }
     return (json.dumps(msg, ensure_ascii=True) + "\n").encode()
 
@@ -212,6 +248,34 @@ class StreamJsonParser:
             events.append(Chat(entry))
         return events
 
+    def _control_request(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        request = obj.get("request")
+        request_id = obj.get("request_id")
+        if not isinstance(request, dict) or not isinstance(request_id, str) or not request_id:
+            return []
+        if request.get("subtype") != "can_use_tool":
+            return []  # hooks, MCP messages...: kept as raw output only
+        name = request.get("tool_name")
+        name = name if isinstance(name, str) and name else "tool"
+        tool_input = request.get("input")
+        tool_input = tool_input if isinstance(tool_input, dict) else {}
+        tool_use_id = request.get("tool_use_id")
+        return [
+            PermissionAsk(
+                request_id=request_id,
+                tool_name=name,
+                tool_input=summarize_tool_input(name, tool_input),
+                input=tool_input,
+                tool_use_id=tool_use_id if isinstance(tool_use_id, str) else None,
+            )
+        ]
+
+    def _control_cancel(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        request_id = obj.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            return []
+        return [PermissionDecided(request_id, "cancelled", "withdrawn by the agent")]
+
     def _result(self, obj: dict[str, Any]) -> list[AdapterEvent]:
         self._turns += 1
         result: dict[str, Any] = {}
@@ -256,6 +320,8 @@ _HANDLERS: Final = {
     "assistant": StreamJsonParser._assistant,
     "user": StreamJsonParser._user,
     "result": StreamJsonParser._result,
+    "control_request": StreamJsonParser._control_request,
+    "control_cancel_request": StreamJsonParser._control_cancel,
 }
 
 

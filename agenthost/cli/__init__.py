@@ -11,7 +11,17 @@ import click
 from agenthost._version import __version__
 from agenthost.cli.attach import attach
 from agenthost.cli.serve import demo, serve
-from agenthost.cli.verbs import history, list_, ping, send, status, stop
+from agenthost.cli.verbs import (
+    history,
+    interrupt,
+    list_,
+    pending,
+    ping,
+    respond,
+    send,
+    status,
+    stop,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,7 +34,20 @@ def cli() -> None:
     """
 
 
-for command in (serve, demo, attach, list_, status, ping, history, send, stop):
+for command in (
+    serve,
+    demo,
+    attach,
+    list_,
+    status,
+    ping,
+    history,
+    send,
+    interrupt,
+    pending,
+    respond,
+    stop,
+):
     cli.add_command(command)
 
 

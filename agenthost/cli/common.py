@@ -25,6 +25,7 @@ from agenthost.errors import (
     NotConnected,
     ProtocolError,
     RequestTimeout,
+    UnknownRequest,
 )
 from agenthost.paths import agent_id_from_socket, hosts_dir, resolve_home
 
@@ -44,11 +45,13 @@ class Exit(IntEnum):
     BUSY = 6
     FORBIDDEN = 7
     TIMEOUT = 8
+    UNKNOWN_REQUEST = 9
 
 
 def exit_code_for(exc: AgentHostError) -> Exit:
     """The exit status for an error (most specific class first)."""
     for cls, code in (
+        (UnknownRequest, Exit.UNKNOWN_REQUEST),
         (HostNotFound, Exit.NO_HOST),
         (NotConnected, Exit.NO_HOST),
         (AgentNotRunning, Exit.AGENT_NOT_RUNNING),

@@ -202,3 +202,96 @@ def stop(
         f"stopped {agent_id}: the agent {how} after {result.duration} "
         f"(final state {result.final_state})"
     )
+
+
+@click.command()
+@click.argument("agent_id")
+@home_option
+@json_option
+@handle_errors
+def interrupt(agent_id: str, home: Path | None, as_json: bool) -> None:
+    """Interrupt the agent's current turn (the agent keeps running)."""
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    with Client(agent_id, home=home) as client:
+        result = client.interrupt()
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        how = "SIGINT to its process group" if result.method == "signal" else "interrupt request"
+        click.echo(f"interrupted {agent_id} ({how})")
+
+
+@click.command()
+@click.argument("agent_id")
+@home_option
+@json_option
+@handle_errors
+def pending(agent_id: str, home: Path | None, as_json: bool) -> None:
+    """List the permission requests the agent is waiting on."""
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    with Client(agent_id, home=home) as client:
+        requests = client.pending()
+    if as_json:
+        print_json([r.model_dump(mode="json", exclude_none=True) for r in requests])
+        return
+    if not requests:
+        click.echo("no pending requests", err=True)
+        return
+    rows = [[r.request_id, r.tool_name, r.tool_input] for r in requests]
+    click.echo(table(["request", "tool", "input"], rows))
+
+
+@click.command()
+@click.argument("agent_id")
+@click.argument("request_id")
+@click.argument("behavior", type=click.Choice(["allow", "deny"]))
+@click.option("--message", default=None, help="The reason the agent is told (deny).")
+@click.option(
+    "--input",
+    "updated_input",
+    default=None,
+    metavar="JSON",
+    help="Replace the tool's input with this JSON object (allow).",
+)
+@home_option
+@json_option
+@handle_errors
+def respond(
+    agent_id: str,
+    request_id: str,
+    behavior: str,
+    message: str | None,
+    updated_input: str | None,
+    home: Path | None,
+    as_json: bool,
+) -> None:
+    """Answer a pending permission request: allow or deny."""
+    import json
+
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    new_input = None
+    if updated_input is not None:
+        try:
+            new_input = json.loads(updated_input)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--input") from None
+        if not isinstance(new_input, dict):
+            raise click.BadParameter("must be a JSON object", param_hint="--input")
+    with Client(agent_id, home=home) as client:
+        result = client.respond(
+            request_id,
+            "allow" if behavior == "allow" else "deny",
+            message=message,
+            updated_input=new_input,
+        )
+    if as_json:
+        print_json({"ok": True, **result.model_dump(mode="json")})
+    else:
+        done = "allowed" if result.behavior == "allow" else "denied"
+        click.echo(f"{done} {result.request_id} for {agent_id}")

@@ -1,7 +1,7 @@
 """The host: one supervisor process in front of one agent.
 
-Wires the agent process, its adapter, the event ring, the chat history and the socket
-server, and owns the agent's state machine and the host's life cycle:
+Wires the agent process, its adapter, the event stream (:mod:`agenthost.host.stream`)
+and the socket server, and owns the host's life cycle and its requests:
 
 1. take the lock (a second host for the same agent is refused, its socket untouched),
    remove a stale socket, bind a fresh one, spawn the agent;
@@ -20,10 +20,9 @@ import contextlib
 import os
 import signal
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,15 +36,14 @@ from agenthost.agents.base import (
     AdapterEvent,
     Chat,
     ErrorNote,
-    InfoUpdate,
-    Output,
+    PermissionDecided,
     StateChange,
-    TurnResult,
 )
-from agenthost.errors import AgentNotRunning, Busy
+from agenthost.errors import AgentNotRunning, Busy, InvalidPayload, UnknownRequest
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
 from agenthost.host.server import Connection, HostServer, Reply
-from agenthost.linesplit import Fragment, LineSplitter
+from agenthost.host.stream import AgentStream
+from agenthost.linesplit import LineSplitter
 from agenthost.lockfile import HostLock
 from agenthost.paths import (
     check_socket_path,
@@ -62,17 +60,16 @@ from agenthost.protocol import (
     AgentInfo,
     AgentState,
     AttachRequest,
-    AttachResponse,
-    EventEncoder,
-    EventType,
-    HistoryEntry,
     HistoryRequest,
-    HistoryResponse,
     HostInfo,
+    InterruptResponse,
     ListResponse,
     MessageType,
+    PendingResponse,
     PingResponse,
     Request,
+    RespondRequest,
+    RespondResponse,
     SendRequest,
     SendResponse,
     StatusResponse,
@@ -80,9 +77,8 @@ from agenthost.protocol import (
     StopResponse,
     encode_response,
 )
-from agenthost.ringbuffer import RingBuffer
 from agenthost.sdnotify import sd_notify
-from agenthost.timefmt import go_duration, now_rfc3339, short_duration
+from agenthost.timefmt import go_duration, short_duration
 
 log = structlog.get_logger("agenthost.host")
 
@@ -136,24 +132,25 @@ class Host:
         check_socket_path(self.socket_path)
         self.started_at = time.time()
         self._started_mono = time.monotonic()
-        self.epoch = uuid.uuid4().hex
-        self.ring: RingBuffer[bytes] = RingBuffer(config.ring_size, config.ring_bytes)
-        self.history: RingBuffer[dict[str, Any]] = RingBuffer(
-            config.history_size, config.history_bytes
+        self.stream = AgentStream(
+            self.agent_id,
+            lambda first, data, count: None,  # replaced by the server's, just below
+            ring_size=config.ring_size,
+            ring_bytes=config.ring_bytes,
+            history_size=config.history_size,
+            history_bytes=config.history_bytes,
         )
-        self.encoder = EventEncoder(self.agent_id)
-        self.state = AgentState.STARTING
-        self.info: dict[str, Any] = {}  # additive AgentInfo fields
         self.agent_started_at: float | None = None
         self.exit: ExitStatus | None = None
         self.lock = HostLock(lock_path(config.home, self.agent_id))
         self.server = HostServer(
             self.socket_path,
-            self.ring,
+            self.stream.ring,
             self,
             max_frame=config.max_frame,
             max_queue=config.client_buffer,
         )
+        self.stream.broadcast = self.server.broadcast
         self.process = AgentProcess(
             self._on_stdout, self._on_stderr, self._on_exit, self._on_stdin_error
         )
@@ -205,8 +202,10 @@ class Host:
         except SpawnError as exc:
             log.error("agent.spawn_failed", error=str(exc))
             self.exit = ExitStatus(exc.exit_code, None, time.time())
-            self.info.update(exit_code=exc.exit_code, ended_at=self.exit.ended_at)
-            self._publish([ErrorNote(f"cannot start agent: {exc}"), StateChange(AgentState.ERROR)])
+            self.stream.info.update(exit_code=exc.exit_code, ended_at=self.exit.ended_at)
+            self.stream.publish(
+                [ErrorNote(f"cannot start agent: {exc}"), StateChange(AgentState.ERROR)]
+            )
             self._start_linger()
             return
         self.agent_started_at = self.process.started_at
@@ -217,8 +216,8 @@ class Host:
     def _leave_starting(self) -> None:
         # Output can arrive before the spawn call returned: the state event that says
         # the agent runs must still come first.
-        if self.state is AgentState.STARTING:
-            self._publish([StateChange(self.adapter.initial_state())])
+        if self.stream.state is AgentState.STARTING:
+            self.stream.publish([StateChange(self.adapter.initial_state())])
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -315,144 +314,49 @@ class Host:
     # --- the agent's output -------------------------------------------------------------
 
     def _on_stdout(self, data: bytes) -> None:
-        if self.state is AgentState.STARTING:
+        if self.stream.state is AgentState.STARTING:
             self._leave_starting()
         lines = self._stdout.feed(data)
         if lines:
-            self._consume_stdout(lines)
-
-    def _consume_stdout(self, lines: list[bytes]) -> None:
-        if self.adapter.passthrough:
-            self._publish_lines(lines, "stdout")
-            return
-        events: list[AdapterEvent] = []
-        adapter = self.adapter
-        for line in lines:
-            text, escaped = _decode(line)
-            try:
-                if type(line) is Fragment:
-                    parsed = adapter.parse_fragment(text, True)
-                else:
-                    parsed = adapter.parse_line(text)
-            except Exception as exc:  # an adapter bug must not lose the line
-                log.exception("adapter.failed")
-                parsed = [Output(text), ErrorNote(f"{adapter.kind} adapter failed: {exc!r}")]
-            if escaped:
-                parsed = [replace(e, escaped=True) if type(e) is Output else e for e in parsed]
-            events.extend(parsed)
-        self._publish(events)
+            self.stream.publish_stdout(lines, self.adapter)
 
     def _on_stderr(self, data: bytes) -> None:
-        if self.state is AgentState.STARTING:
+        if self.stream.state is AgentState.STARTING:
             self._leave_starting()
         lines = self._stderr.feed(data)
         if lines:
-            self._publish_lines(lines, "stderr")
+            self.stream.publish_lines(lines, "stderr")
             for line in lines:  # bodies only at DEBUG (see agenthost.log)
                 log.debug("agent.stderr", line=line.decode("utf-8", "backslashreplace"))
 
     def _on_stdin_error(self, message: str) -> None:
         log.warning("agent.stdin_failed", error=message)
-        self._publish([ErrorNote(message)])
+        self.stream.publish([ErrorNote(message)])
 
     def _on_exit(self, status: ExitStatus) -> None:
         rest = self._stdout.flush()
         if rest:
-            self._consume_stdout(rest)
+            self.stream.publish_stdout(rest, self.adapter)
         rest = self._stderr.flush()
         if rest:
-            self._publish_lines(rest, "stderr")
+            self.stream.publish_lines(rest, "stderr")
         self.exit = status
-        self.info.update(exit_code=status.exit_code, ended_at=status.ended_at)
+        self.stream.info.update(exit_code=status.exit_code, ended_at=status.ended_at)
         if status.signal:
-            self.info["signal"] = status.signal
+            self.stream.info["signal"] = status.signal
         log.info("agent.exited", exit_code=status.exit_code, signal=status.signal)
-        events: list[AdapterEvent] = []
+        # questions the agent asked die with it
+        events: list[AdapterEvent] = [
+            PermissionDecided(request_id, "cancelled", "the agent exited")
+            for request_id in list(self.stream.pending)
+        ]
         if not status.success and not self._stopping:
             how = f"signal {status.signal}" if status.signal else f"exit code {status.exit_code}"
             events.append(ErrorNote(f"agent exited with {how}"))
         events.append(StateChange(AgentState.DONE if status.success else AgentState.ERROR))
-        self._publish(events)
+        self.stream.publish(events)
         self._write_lock_info()
         self._start_linger()
-
-    # --- publishing events --------------------------------------------------------------
-
-    def _publish_lines(self, lines: list[bytes], stream: str) -> None:
-        """The hot path: output events straight from raw lines."""
-        timestamp = now_rfc3339()
-        encode = self.encoder.output
-        ring = self.ring
-        append = ring.append
-        offset = first = ring.next_offset
-        chunks = []
-        for line in lines:
-            try:
-                data = encode(offset, timestamp, line.decode(), stream, type(line) is Fragment)
-            except UnicodeDecodeError:
-                text = line.decode("utf-8", "backslashreplace")
-                data = encode(offset, timestamp, text, stream, type(line) is Fragment, True)
-            append(data, len(data))
-            chunks.append(data)
-            offset += 1
-        self.server.broadcast(first, b"".join(chunks), len(chunks))
-
-    def _publish(self, events: list[AdapterEvent]) -> int:
-        """Number, encode, retain and broadcast adapter events; return the first offset."""
-        timestamp = now_rfc3339()
-        ring = self.ring
-        first = ring.next_offset
-        chunks: list[bytes] = []
-        encoder = self.encoder
-        for ev in events:
-            offset = ring.next_offset
-            try:
-                data = self._encode(ev, offset, timestamp)
-            except (ValueError, TypeError) as exc:  # never a hole in the stream
-                log.exception("event.unencodable")
-                self.info["last_error"] = f"could not encode an event: {exc}"
-                data = encoder.event(
-                    EventType.ERROR, offset, timestamp, {"error": self.info["last_error"]}
-                )
-            if data is None:
-                continue
-            ring.append(data, len(data))
-            chunks.append(data)
-        if chunks:
-            self.server.broadcast(first, b"".join(chunks), len(chunks))
-        return first
-
-    def _encode(self, ev: AdapterEvent, offset: int, timestamp: str) -> bytes | None:
-        """Bytes of one event, applying its effect on state, info and history.
-
-        None for what changes the host's view without a stream event (an info update,
-        a state it is already in).
-        """
-        encoder = self.encoder
-        if type(ev) is Output:
-            return encoder.output(offset, timestamp, ev.data, ev.stream, ev.continued, ev.escaped)
-        if type(ev) is Chat:
-            entry = dict(ev.entry)
-            entry["timestamp"] = timestamp
-            data = encoder.event(EventType.CHAT_ENTRY, offset, timestamp, {"chat_entry": entry})
-            entry["offset"] = offset
-            self.history.append(entry, len(data))
-            return data
-        if type(ev) is StateChange:
-            if ev.state is self.state:
-                return None
-            log.info("agent.state", state=ev.state.value, previous=self.state.value)
-            self.state = ev.state
-            return encoder.event(EventType.STATE, offset, timestamp, {"state": ev.state.value})
-        if type(ev) is InfoUpdate:
-            self.info.update(ev.fields)
-            return None
-        if type(ev) is ErrorNote:
-            self.info["last_error"] = ev.message
-            return encoder.event(EventType.ERROR, offset, timestamp, {"error": ev.message})
-        if type(ev) is TurnResult:
-            return encoder.event(EventType.RESULT, offset, timestamp, {"result": ev.result})
-        raise TypeError(f"unknown adapter event {ev!r}")  # pragma: no cover
 
     # --- requests -------------------------------------------------------------------------
 
@@ -468,7 +372,7 @@ class Host:
             return encode_response(mtype, request.id, ListResponse(agents=[self.agent_info()]))
         if mtype is MessageType.ATTACH:
             assert isinstance(payload, AttachRequest)
-            response, start = self.attach_plan(payload.offset)
+            response, start = self.stream.attach_plan(payload.offset)
             conn.send(encode_response(mtype, request.id, response))
             conn.attach(start)
             log.info("client.attached", peer_pid=conn.peer_pid, start=start)
@@ -478,10 +382,18 @@ class Host:
             return encode_response(mtype, request.id)
         if mtype is MessageType.HISTORY:
             assert isinstance(payload, HistoryRequest)
-            return encode_response(mtype, request.id, self.history_page(payload.limit))
+            return encode_response(mtype, request.id, self.stream.history_page(payload.limit))
         if mtype is MessageType.SEND:
             assert isinstance(payload, SendRequest)
             return encode_response(mtype, request.id, self.send(payload.input, payload.key))
+        if mtype is MessageType.INTERRUPT:
+            return encode_response(mtype, request.id, self.interrupt())
+        if mtype is MessageType.PENDING:
+            pending = PendingResponse(requests=self.stream.pending_requests())
+            return encode_response(mtype, request.id, pending)
+        if mtype is MessageType.RESPOND:
+            assert isinstance(payload, RespondRequest)
+            return encode_response(mtype, request.id, self.respond(payload))
         assert mtype is MessageType.STOP and isinstance(payload, StopRequest)
         return self._stop_reply(payload, request)
 
@@ -498,13 +410,13 @@ class Host:
 
     def agent_info(self) -> AgentInfo:
         """This host's AgentInfo as of now."""
-        fields = dict(self.info)
+        fields = dict(self.stream.info)
         if "ended_at" in fields:
             fields["ended_at"] = _dt(fields["ended_at"])
         return AgentInfo(
             id=self.agent_id,
             project=self.config.project,
-            state=self.state.value,
+            state=self.stream.state.value,
             pid=self.process.pid if self.process.running else 0,
             worktree=self.worktree,
             started_at=_dt(self.agent_started_at or self.started_at),
@@ -512,6 +424,7 @@ class Host:
             description=self.config.description,
             backend=self.adapter.kind,
             command=self.argv,
+            pending_requests=len(self.stream.pending),
             **fields,
         )
 
@@ -525,44 +438,11 @@ class Host:
         )
         return StatusResponse(host=host, agent=self.agent_info())
 
-    def attach_plan(self, offset: int) -> tuple[AttachResponse, int]:
-        """The attach response for ``offset`` and the first offset to stream."""
-        ring = self.ring
-        head = ring.last_offset
-        oldest = ring.oldest_offset
-        start = offset + 1
-        truncated = False
-        if start <= head and start < oldest:
-            truncated = True
-            start = oldest
-        elif start > head:
-            start = head + 1
-        response = AttachResponse(
-            agent_id=self.agent_id,
-            stream_offset=head,
-            oldest_offset=oldest,
-            truncated=truncated,
-            epoch=self.epoch,
-        )
-        return response, start
-
-    def history_page(self, limit: int) -> HistoryResponse:
-        kept = self.history.newest(limit) if limit else self.history.slice(0)
-        return HistoryResponse(
-            agent_id=self.agent_id,
-            entries=[HistoryEntry.model_validate(e) for e in kept],
-            offset=self.ring.last_offset,
-            total=len(self.history),
-        )
-
     def send(self, text: str, key: str | None = None) -> SendResponse:
         """Record ``text`` as a user entry, then queue it for the agent's stdin."""
         if key is not None and key in self._send_keys:
             return SendResponse(offset=self._send_keys[key], duplicate=True)
-        if not self.process.running or self.state in FINAL_STATES:
-            raise AgentNotRunning(
-                f"agent {self.agent_id} is not running (state {self.state.value})"
-            )
+        self._require_running()
         if self.process.stdin_buffered > self.config.stdin_limit:
             raise Busy(
                 f"the agent has not read {self.process.stdin_buffered} bytes of earlier "
@@ -571,7 +451,7 @@ class Host:
         data = self.adapter.encode_input(text)
         self.process.write(data)  # raises AgentNotRunning if stdin is closed
         log.debug("agent.send", size=len(data))
-        offset = self._publish(
+        offset = self.stream.publish(
             [Chat({"role": "user", "content": text}), *self.adapter.on_send(text)]
         )
         if key is not None:
@@ -579,6 +459,46 @@ class Host:
             if len(self._send_keys) > _SEND_KEYS_KEPT:
                 self._send_keys.popitem(last=False)
         return SendResponse(offset=offset)
+
+    def _require_running(self) -> None:
+        if not self.process.running or self.stream.state in FINAL_STATES:
+            raise AgentNotRunning(
+                f"agent {self.agent_id} is not running (state {self.stream.state.value})"
+            )
+
+    def interrupt(self) -> InterruptResponse:
+        """Interrupt the agent's current turn, the way its CLI understands."""
+        self._require_running()
+        data = self.adapter.encode_interrupt()
+        if data is None:
+            self.process.signal_group(signal.SIGINT)
+            method = "signal"
+        else:
+            self.process.write(data)
+            method = "control"
+        log.info("agent.interrupt", method=method)
+        return InterruptResponse(sent=True, method=method)
+
+    def respond(self, answer: RespondRequest) -> RespondResponse:
+        """Answer a pending permission request (any client may, once)."""
+        pending = self.stream.pending.get(answer.request_id)
+        if pending is None:
+            raise UnknownRequest(
+                f"no pending permission request {answer.request_id!r}: it was answered "
+                "already, withdrawn by the agent, or never asked",
+                hint="`agenthost pending ID` lists the open ones",
+            )
+        self._require_running()
+        allow = answer.behavior == "allow"
+        if answer.updated_input is not None and not allow:
+            raise InvalidPayload("updated_input only goes with behavior 'allow'")
+        ask, _ = pending
+        data = self.adapter.encode_permission_response(
+            ask, allow, answer.message, answer.updated_input
+        )
+        self.process.write(data)
+        self.stream.publish([PermissionDecided(ask.request_id, answer.behavior, answer.message)])
+        return RespondResponse(request_id=ask.request_id, behavior=answer.behavior)
 
     async def _stop_reply(self, payload: StopRequest, request: Request) -> bytes:
         timeout = payload.timeout or DEFAULT_STOP_TIMEOUT
@@ -595,17 +515,9 @@ class Host:
             graceful=result.graceful and not payload.force,
             duration=short_duration(result.duration),
             duration_seconds=round(result.duration, 3),
-            final_state=self.state.value,
+            final_state=self.stream.state.value,
         )
         return encode_response(MessageType.STOP, request.id, response)
-
-
-def _decode(raw: bytes) -> tuple[str, bool]:
-    """Text of an output line and whether invalid UTF-8 bytes had to be escaped."""
-    try:
-        return raw.decode(), False
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "backslashreplace"), True
 
 
 def _dt(ts: float) -> datetime:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agenthost.lockfile import is_lock_held, read_lock_info
+from agenthost.protocol import PROTOCOL_VERSION
 
 from hosttools import PY, wait_for
 
@@ -70,7 +71,7 @@ def test_serve_detach_then_every_verb(home: Path, detached: Callable[..., dict[s
     assert status["agent"]["task"] == "T-9" and status["host"]["pid"] == started["pid"]
 
     ping = run_json(home, "ping", "w1")
-    assert ping["protocol_version"] == "1.0"
+    assert ping["protocol_version"] == PROTOCOL_VERSION
 
     sent = run_json(home, "send", "w1", "hello", "there")
     assert sent["ok"] and sent["offset"] >= 2

@@ -25,6 +25,7 @@ from agenthost import (
     discover_hosts,
     probe_host,
 )
+from agenthost.protocol import PROTOCOL_VERSION
 
 from conftest import HostFactory
 from hosttools import lines_agent, wait_for
@@ -36,7 +37,7 @@ def test_blocking_client_verbs(host_factory: HostFactory) -> None:
     host = host_factory("a1", "--agent", "lines", "--project", "p", command=CAT)
     with Client("a1", home=host.home) as client:
         ping = client.ping()
-        assert ping.protocol_version == "1.0" and ping.uptime.endswith("s")
+        assert ping.protocol_version == PROTOCOL_VERSION and ping.uptime.endswith("s")
         status = client.status()
         assert status.host.pid == host.pid and status.agent.project == "p"
         assert [a.id for a in client.list()] == ["a1"]

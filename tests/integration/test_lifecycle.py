@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from agenthost.protocol import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION
+
 from conftest import HostFactory
 from hosttools import PY, RawConn, lines_agent, pid_gone, serve_argv, wait_for
 
@@ -36,7 +38,8 @@ def test_ping_status_list_fields(host_factory: HostFactory) -> None:
         assert ping["success"] is True and "error" not in ping and "code" not in ping
         assert ping["kind"] == "response" and ping["type"] == "host.ping"
         p = ping["payload"]
-        assert p["protocol_version"] == "1.0" and p["min_protocol_version"] == "1.0"
+        assert p["protocol_version"] == PROTOCOL_VERSION
+        assert p["min_protocol_version"] == MIN_PROTOCOL_VERSION == "1.0"
         assert re.match(r"^(\d+h)?(\d+m)?\d+s$", p["uptime"])
         assert RFC3339_Z.match(p["started_at"])
         status = conn.request("host.status")["payload"]

@@ -25,6 +25,7 @@ from agenthost.errors import (
     NotConnected,
     ProtocolError,
     RequestTimeout,
+    UnknownRequest,
     UnknownType,
     VersionUnsupported,
     error_from_code,
@@ -41,6 +42,7 @@ EXPECTED_CLASS = {
     ErrorCode.FORBIDDEN: Forbidden,
     ErrorCode.BUSY: Busy,
     ErrorCode.INTERNAL: InternalError,
+    ErrorCode.UNKNOWN_REQUEST: UnknownRequest,
 }
 
 
@@ -58,6 +60,7 @@ def test_wire_codes_are_the_documented_strings() -> None:
         "agent_not_running",
         "forbidden",
         "busy",
+        "unknown_request",
         "internal",
     }
 

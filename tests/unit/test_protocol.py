@@ -380,6 +380,11 @@ def _payload_for(mtype: MessageType, n: int, text: str) -> dict[str, Any] | None
         MessageType.HISTORY: {"limit": n},
         MessageType.SEND: {"input": text, "key": text[:200]},
         MessageType.STOP: {"force": n % 2 == 0, "timeout": n % 86400, "reason": text},
+        MessageType.RESPOND: {
+            "request_id": f"r{n}",
+            "behavior": "allow" if n % 2 else "deny",
+            "message": text,
+        },
     }.get(mtype)
 
 

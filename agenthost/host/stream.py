@@ -1,0 +1,254 @@
+"""An agent's event stream: numbering, encoding, retention, and what it implies.
+
+:class:`AgentStream` turns adapter events into numbered stream events, encodes each to
+bytes exactly once, keeps them in the ring and hands each batch to a broadcast
+callback. It also keeps what the stream implies: the agent's state, the additive
+AgentInfo fields, the chat history and the pending permission requests. No sockets,
+no processes: the host feeds it lines and adapter events.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import structlog
+
+from agenthost.agents.base import (
+    Adapter,
+    AdapterEvent,
+    Chat,
+    ErrorNote,
+    InfoUpdate,
+    Output,
+    PermissionAsk,
+    PermissionDecided,
+    StateChange,
+    TurnResult,
+)
+from agenthost.linesplit import Fragment
+from agenthost.protocol import (
+    FINAL_STATES,
+    AgentState,
+    AttachResponse,
+    EventEncoder,
+    EventType,
+    HistoryEntry,
+    HistoryResponse,
+    PermissionRequest,
+)
+from agenthost.ringbuffer import RingBuffer
+from agenthost.timefmt import now_rfc3339
+
+log = structlog.get_logger("agenthost.stream")
+
+Broadcast = Callable[[int, bytes, int], None]
+"""``broadcast(first_offset, batch_bytes, count)``: hand a batch to every client."""
+
+
+class AgentStream:
+    """The numbered events of one agent and the state they imply."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        broadcast: Broadcast,
+        *,
+        ring_size: int,
+        ring_bytes: int,
+        history_size: int,
+        history_bytes: int,
+    ) -> None:
+        self.agent_id = agent_id
+        self.broadcast = broadcast
+        self.epoch = uuid.uuid4().hex
+        self.ring: RingBuffer[bytes] = RingBuffer(ring_size, ring_bytes)
+        self.history: RingBuffer[dict[str, Any]] = RingBuffer(history_size, history_bytes)
+        self.encoder = EventEncoder(agent_id)
+        self.state = AgentState.STARTING
+        self.info: dict[str, Any] = {}  # additive AgentInfo fields
+        # request id -> (what the adapter needs to answer, what clients see)
+        self.pending: dict[str, tuple[PermissionAsk, dict[str, Any]]] = {}
+
+    # --- publishing ------------------------------------------------------------------
+
+    def publish_lines(self, lines: list[bytes], stream: str) -> None:
+        """The hot path: one ``output`` event per raw line, no adapter involved."""
+        timestamp = now_rfc3339()
+        encode = self.encoder.output
+        append = self.ring.append
+        offset = first = self.ring.next_offset
+        chunks = []
+        for line in lines:
+            try:
+                data = encode(offset, timestamp, line.decode(), stream, type(line) is Fragment)
+            except UnicodeDecodeError:
+                text = line.decode("utf-8", "backslashreplace")
+                data = encode(offset, timestamp, text, stream, type(line) is Fragment, True)
+            append(data, len(data))
+            chunks.append(data)
+            offset += 1
+        self.broadcast(first, b"".join(chunks), len(chunks))
+
+    def publish_stdout(self, lines: list[bytes], adapter: Adapter) -> None:
+        """Stdout lines through the adapter (raw lines only, for passthrough ones)."""
+        if adapter.passthrough:
+            self.publish_lines(lines, "stdout")
+            return
+        events: list[AdapterEvent] = []
+        for line in lines:
+            text, escaped = decode_line(line)
+            try:
+                if type(line) is Fragment:
+                    parsed = adapter.parse_fragment(text, True)
+                else:
+                    parsed = adapter.parse_line(text)
+            except Exception as exc:  # an adapter bug must not lose the line
+                log.exception("adapter.failed")
+                parsed = [Output(text), ErrorNote(f"{adapter.kind} adapter failed: {exc!r}")]
+            if escaped:
+                parsed = [replace(e, escaped=True) if type(e) is Output else e for e in parsed]
+            events.extend(parsed)
+        self.publish(events)
+
+    def publish(self, events: list[AdapterEvent]) -> int:
+        """Number, encode, retain and broadcast adapter events; return the first offset."""
+        timestamp = now_rfc3339()
+        ring = self.ring
+        first = ring.next_offset
+        chunks: list[bytes] = []
+        for ev in self._with_consequences(events):
+            offset = ring.next_offset
+            try:
+                data = self._encode(ev, offset, timestamp)
+            except (ValueError, TypeError) as exc:  # never a hole in the stream
+                log.exception("event.unencodable")
+                self.info["last_error"] = f"could not encode an event: {exc}"
+                data = self.encoder.event(
+                    EventType.ERROR, offset, timestamp, {"error": self.info["last_error"]}
+                )
+            if data is None:
+                continue
+            ring.append(data, len(data))
+            chunks.append(data)
+        if chunks:
+            self.broadcast(first, b"".join(chunks), len(chunks))
+        return first
+
+    def _with_consequences(self, events: list[AdapterEvent]) -> Iterator[AdapterEvent]:
+        # Lazy on purpose: what follows an event depends on the state it left behind.
+        for ev in events:
+            yield ev
+            if type(ev) is PermissionAsk:
+                yield StateChange(AgentState.WAITING)
+            elif type(ev) is PermissionDecided:
+                if not self.pending and self.state is AgentState.WAITING:
+                    yield StateChange(AgentState.RUNNING)
+
+    def _encode(self, ev: AdapterEvent, offset: int, timestamp: str) -> bytes | None:
+        """Bytes of one event, applying its effect on state, info, history, pending.
+
+        None for what changes the stream's view without an event (an info update, a
+        state it is already in, a decision on a request that is not pending).
+        """
+        encoder = self.encoder
+        if type(ev) is Output:
+            return encoder.output(offset, timestamp, ev.data, ev.stream, ev.continued, ev.escaped)
+        if type(ev) is Chat:
+            entry = dict(ev.entry)
+            entry["timestamp"] = timestamp
+            data = encoder.event(EventType.CHAT_ENTRY, offset, timestamp, {"chat_entry": entry})
+            entry["offset"] = offset
+            self.history.append(entry, len(data))
+            return data
+        if type(ev) is StateChange:
+            state = ev.state
+            if self.pending and state not in FINAL_STATES:
+                state = AgentState.WAITING  # nothing moves while a question is open
+            if state is self.state:
+                return None
+            log.info("agent.state", state=state.value, previous=self.state.value)
+            self.state = state
+            return encoder.event(EventType.STATE, offset, timestamp, {"state": state.value})
+        if type(ev) is InfoUpdate:
+            self.info.update(ev.fields)
+            return None
+        if type(ev) is ErrorNote:
+            self.info["last_error"] = ev.message
+            return encoder.event(EventType.ERROR, offset, timestamp, {"error": ev.message})
+        if type(ev) is TurnResult:
+            return encoder.event(EventType.RESULT, offset, timestamp, {"result": ev.result})
+        if type(ev) is PermissionAsk:
+            request: dict[str, Any] = {
+                "request_id": ev.request_id,
+                "tool_name": ev.tool_name,
+                "tool_input": ev.tool_input,
+                "input": ev.input,
+                "created_at": timestamp,
+            }
+            if ev.tool_use_id is not None:
+                request["tool_use_id"] = ev.tool_use_id
+            self.pending[ev.request_id] = (ev, request)
+            log.info("permission.asked", request_id=ev.request_id, tool=ev.tool_name)
+            return encoder.event(
+                EventType.PERMISSION_REQUEST, offset, timestamp, {"request": request}
+            )
+        if type(ev) is PermissionDecided:
+            if self.pending.pop(ev.request_id, None) is None:
+                return None
+            decision: dict[str, Any] = {"request_id": ev.request_id, "behavior": ev.behavior}
+            if ev.message is not None:
+                decision["message"] = ev.message
+            log.info("permission.decided", request_id=ev.request_id, behavior=ev.behavior)
+            return encoder.event(
+                EventType.PERMISSION_RESPONSE, offset, timestamp, {"decision": decision}
+            )
+        raise TypeError(f"unknown adapter event {ev!r}")  # pragma: no cover
+
+    # --- reading -----------------------------------------------------------------------
+
+    def attach_plan(self, offset: int) -> tuple[AttachResponse, int]:
+        """The attach response for ``offset`` and the first offset to stream."""
+        ring = self.ring
+        head = ring.last_offset
+        oldest = ring.oldest_offset
+        start = offset + 1
+        truncated = False
+        if start <= head and start < oldest:
+            truncated = True
+            start = oldest
+        elif start > head:
+            start = head + 1
+        response = AttachResponse(
+            agent_id=self.agent_id,
+            stream_offset=head,
+            oldest_offset=oldest,
+            truncated=truncated,
+            epoch=self.epoch,
+            pending=self.pending_requests(),
+        )
+        return response, start
+
+    def history_page(self, limit: int) -> HistoryResponse:
+        """The newest ``limit`` history entries (all kept when 0), oldest first."""
+        kept = self.history.newest(limit) if limit else self.history.slice(0)
+        return HistoryResponse(
+            agent_id=self.agent_id,
+            entries=[HistoryEntry.model_validate(e) for e in kept],
+            offset=self.ring.last_offset,
+            total=len(self.history),
+        )
+
+    def pending_requests(self) -> list[PermissionRequest]:
+        """Permission requests waiting for an answer, oldest first."""
+        return [PermissionRequest.model_validate(r) for _, r in self.pending.values()]
+
+
+def decode_line(raw: bytes) -> tuple[str, bool]:
+    """Text of an output line and whether invalid UTF-8 bytes had to be escaped."""
+    try:
+        return raw.decode(), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "backslashreplace"), True
