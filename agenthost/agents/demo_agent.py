@@ -243,7 +243,14 @@ class Demo:
         seconds = _float(arg, 5.0)
         tool_id = self.next_id("toolu")
         self.assistant(
-            [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": arg}}]
+            [
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": "Bash",
+                    "input": {"command": f"sleep {seconds:g}"},
+                }
+            ]
         )
         if self.interrupted.wait(seconds):
             raise Interrupted
