@@ -85,6 +85,17 @@ class PermissionDecided:
     message: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Bytes the adapter wants written to the agent's stdin (not published).
+
+    For agents that hold a conversation with their client: a handshake, the next
+    queued message once a turn ends, an answer to a request of the agent.
+    """
+
+    data: bytes
+
+
 AdapterEvent = (
     Output
     | Chat
@@ -94,6 +105,7 @@ AdapterEvent = (
     | TurnResult
     | PermissionAsk
     | PermissionDecided
+    | Write
 )
 
 
@@ -142,9 +154,19 @@ class Adapter:
         """Events caused by sending ``text`` (after the user chat entry is recorded)."""
         return []
 
+    def startup(self) -> list[AdapterEvent]:
+        """Events right after the agent started (e.g. a ``Write`` of a handshake)."""
+        return []
+
+    def send(self, text: str) -> list[AdapterEvent]:
+        """What a user message becomes: by default its encoded input, written at once,
+        then :meth:`on_send`. An adapter may instead hold the message for later."""
+        return [Write(self.encode_input(text)), *self.on_send(text)]
+
     def encode_interrupt(self) -> bytes | None:
-        """What to write to stdin to interrupt the current turn, or None: then the
-        host sends SIGINT to the agent's process group (what Ctrl-C would do)."""
+        """What to write to stdin to interrupt the current turn (``b""``: there is
+        nothing to interrupt), or None: then the host sends SIGINT to the agent's
+        process group (what Ctrl-C would do)."""
         return None
 
     def encode_permission_response(

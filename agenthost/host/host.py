@@ -135,6 +135,7 @@ class Host:
         self.stream = AgentStream(
             self.agent_id,
             lambda first, data, count: None,  # replaced by the server's, just below
+            self._write_stdin,
             ring_size=config.ring_size,
             ring_bytes=config.ring_bytes,
             history_size=config.history_size,
@@ -212,6 +213,16 @@ class Host:
         log.info("agent.spawned", pid=pid, argv0=self.argv[0])
         self._write_lock_info()
         self._leave_starting()
+        self.stream.publish(self.adapter.startup())
+
+    def _write_stdin(self, data: bytes) -> None:
+        """Writes the adapter asks for (sends, handshakes, answers)."""
+        if not data:
+            return
+        if self.process.stdin_open:
+            self.process.write(data)
+        else:  # the failure was reported when stdin broke
+            log.warning("agent.stdin_closed", dropped=len(data))
 
     def _leave_starting(self) -> None:
         # Output can arrive before the spawn call returned: the state event that says
@@ -448,11 +459,11 @@ class Host:
                 f"the agent has not read {self.process.stdin_buffered} bytes of earlier "
                 "input; try again later"
             )
-        data = self.adapter.encode_input(text)
-        self.process.write(data)  # raises AgentNotRunning if stdin is closed
-        log.debug("agent.send", size=len(data))
+        if not self.process.stdin_open:
+            raise AgentNotRunning(f"agent {self.agent_id} has closed its stdin")
+        log.debug("agent.send", size=len(text))
         offset = self.stream.publish(
-            [Chat({"role": "user", "content": text}), *self.adapter.on_send(text)]
+            [Chat({"role": "user", "content": text}), *self.adapter.send(text)]
         )
         if key is not None:
             self._send_keys[key] = offset
@@ -473,8 +484,10 @@ class Host:
         if data is None:
             self.process.signal_group(signal.SIGINT)
             method = "signal"
+        elif not data:  # the adapter knows there is no turn to interrupt
+            return InterruptResponse(sent=False, method="control")
         else:
-            self.process.write(data)
+            self._write_stdin(data)
             method = "control"
         log.info("agent.interrupt", method=method)
         return InterruptResponse(sent=True, method=method)

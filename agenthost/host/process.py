@@ -18,9 +18,14 @@ drained, so every line the agent printed precedes its exit. Children that outliv
 agent are sent SIGTERM, then SIGKILL, with the group.
 
 If the host itself dies (even by SIGKILL), nothing of the agent may keep running
-unseen: the agent gets SIGKILL from the kernel (``PR_SET_PDEATHSIG``), and a watchdog
+unseen: the agent gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``), and a watchdog
 (a ``sh`` blocked reading a pipe whose only writer is the host) sees end-of-file and
-SIGKILLs the agent's whole process group, children included.
+sends SIGTERM to the agent's whole process group, then SIGKILL two seconds later. The
+grace lets agents that start commands in process groups of their own (Codex does)
+end them before they die.
+
+A forced kill (SIGKILL) reaches every descendant of the agent, found while the agent
+still lives, not only its process group.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import psutil
 import structlog
 
 from agenthost.errors import AgentNotRunning
@@ -48,6 +54,8 @@ READ_SIZE: Final = 1 << 18  # bytes per read: large reads make large event batch
 ORPHAN_GRACE: Final = 1.0  # seconds between SIGTERM and SIGKILL for leftover children
 DRAIN_GRACE: Final = 2.0  # seconds to wait for output pipes after the agent exited
 STDOUT, STDERR = 1, 2
+# $0 is the agent's process group. Runs when the host's end of the pipe closes.
+_WATCHDOG = 'read _unused; kill -TERM "-$0" 2>/dev/null && sleep 2 && kill -KILL "-$0" 2>/dev/null'
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +90,10 @@ class SpawnError(Exception):
 
 
 def _child_setup() -> None:  # pragma: no cover - runs in the forked child
-    # Die with the host: if the host is killed -9, the kernel sends SIGKILL to the
-    # agent (the group leader), which closes the pipes its children write to.
+    # Die with the host: if the host is killed -9, the kernel sends SIGTERM to the
+    # agent (the group leader); the watchdog follows up with SIGKILL.
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     # The host ignores SIGHUP; ignored dispositions survive exec. (Popen restores
     # SIGPIPE itself.)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
@@ -176,7 +184,7 @@ class AgentProcess:
         read_end, self._watchdog_fd = os.pipe()  # ours stays non-inheritable
         try:
             self._watchdog = subprocess.Popen(
-                ["/bin/sh", "-c", 'read _unused; kill -9 "-$0" 2>/dev/null', str(self.pid)],
+                ["/bin/sh", "-c", _WATCHDOG, str(self.pid)],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -304,9 +312,15 @@ class AgentProcess:
     # --- signals and stop ---------------------------------------------------------------
 
     def signal_group(self, sig: int) -> bool:
-        """Send ``sig`` to the agent's whole process group; False if none is left."""
+        """Send ``sig`` to the agent's whole process group; False if none is left.
+
+        SIGKILL also goes to every descendant of a still living agent, wherever its
+        process group: nothing it started survives a forced kill.
+        """
         if not self.pid:
             return False
+        if sig == signal.SIGKILL and not self._reaped:
+            self._kill_descendants()
         try:
             os.killpg(self.pid, sig)
         except ProcessLookupError:
@@ -315,6 +329,15 @@ class AgentProcess:
             log.warning("process.signal_denied", pid=self.pid, signal=sig)
             return False
         return True
+
+    def _kill_descendants(self) -> None:
+        try:
+            descendants = psutil.Process(self.pid).children(recursive=True)
+        except psutil.Error:
+            return
+        for proc in descendants:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
     async def wait(self, timeout: float | None = None) -> ExitStatus | None:
         """Wait for the exit to be reported; None on timeout."""

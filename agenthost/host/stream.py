@@ -27,6 +27,7 @@ from agenthost.agents.base import (
     PermissionDecided,
     StateChange,
     TurnResult,
+    Write,
 )
 from agenthost.linesplit import Fragment
 from agenthost.protocol import (
@@ -47,6 +48,9 @@ log = structlog.get_logger("agenthost.stream")
 Broadcast = Callable[[int, bytes, int], None]
 """``broadcast(first_offset, batch_bytes, count)``: hand a batch to every client."""
 
+Writer = Callable[[bytes], None]
+"""``write(data)``: queue bytes for the agent's stdin (must not raise)."""
+
 
 class AgentStream:
     """The numbered events of one agent and the state they imply."""
@@ -55,6 +59,7 @@ class AgentStream:
         self,
         agent_id: str,
         broadcast: Broadcast,
+        write: Writer,
         *,
         ring_size: int,
         ring_bytes: int,
@@ -63,6 +68,7 @@ class AgentStream:
     ) -> None:
         self.agent_id = agent_id
         self.broadcast = broadcast
+        self.write = write
         self.epoch = uuid.uuid4().hex
         self.ring: RingBuffer[bytes] = RingBuffer(ring_size, ring_bytes)
         self.history: RingBuffer[dict[str, Any]] = RingBuffer(history_size, history_bytes)
@@ -174,6 +180,9 @@ class AgentStream:
             return encoder.event(EventType.STATE, offset, timestamp, {"state": state.value})
         if type(ev) is InfoUpdate:
             self.info.update(ev.fields)
+            return None
+        if type(ev) is Write:
+            self.write(ev.data)
             return None
         if type(ev) is ErrorNote:
             self.info["last_error"] = ev.message

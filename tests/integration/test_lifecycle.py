@@ -384,3 +384,17 @@ def test_open_hosts_directory_is_made_private(home: Path) -> None:
     )
     assert result.returncode == 0
     assert stat.S_IMODE(os.stat(home / "hosts").st_mode) == 0o700
+
+
+def test_forced_stop_kills_descendants_outside_the_group(host_factory: HostFactory) -> None:
+    # Like Codex, the agent starts a command in a session (and group) of its own, and
+    # ignores SIGTERM: only killing the whole process tree ends the command.
+    script = "trap '' TERM; setsid sleep 1000 & echo $!; cat"
+    host = host_factory("a1", "--agent", "lines", command=["sh", "-c", script])
+    with host.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        child = int(conn.read_until(lambda f: f.get("type") == "output")["data"])
+        assert os.getpgid(child) != host.agent()["pid"]  # outside the agent's group
+        p = conn.request("host.stop", {"timeout": 0.3})["payload"]
+    assert p["signal"] == "SIGKILL" and p["graceful"] is False
+    wait_for(lambda: pid_gone(child), what="descendant killed")
