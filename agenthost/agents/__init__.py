@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agenthost.agents.base import Adapter
+from agenthost.agents.base import Adapter, AdapterOptions
 from agenthost.agents.demo import DemoAdapter
 from agenthost.agents.lines import LinesAdapter
 from agenthost.errors import ConfigError
@@ -14,15 +14,16 @@ ADAPTERS: dict[str, type[Adapter]] = {
 DEFAULT_AGENT = DemoAdapter.kind
 
 
-def make_adapter(kind: str) -> Adapter:
-    """A new adapter instance for an agent kind; ConfigError for an unknown kind."""
+def make_adapter(kind: str, options: AdapterOptions | None = None) -> Adapter:
+    """A new adapter for an agent kind; ConfigError for an unknown kind or options."""
     try:
-        return ADAPTERS[kind]()
+        cls = ADAPTERS[kind]
     except KeyError:
         raise ConfigError(
             f"unknown agent kind {kind!r}",
             hint="choose one of: " + ", ".join(sorted(ADAPTERS)),
         ) from None
+    return cls(options)
 
 
-__all__ = ["ADAPTERS", "DEFAULT_AGENT", "Adapter", "make_adapter"]
+__all__ = ["ADAPTERS", "DEFAULT_AGENT", "Adapter", "AdapterOptions", "make_adapter"]

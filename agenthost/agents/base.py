@@ -109,6 +109,19 @@ AdapterEvent = (
 )
 
 
+@dataclass(frozen=True)
+class AdapterOptions:
+    """What a host tells its adapter about the agent it runs.
+
+    ``params`` are adapter-specific settings (``serve --agent-opt KEY=VALUE``); an
+    adapter rejects keys it does not know with a ConfigError.
+    """
+
+    worktree: str = ""
+    resume: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+
+
 class Adapter:
     """Base class of agent adapters. Subclasses set ``kind`` and override what differs.
 
@@ -122,6 +135,22 @@ class Adapter:
     building adapter events on the hot path)."""
     max_line_bytes: ClassVar[int] = 1 << 20
     """Longer stdout lines are delivered in chunks (``continued`` output events)."""
+    known_params: ClassVar[frozenset[str]] = frozenset()
+    """The ``--agent-opt`` keys this adapter understands."""
+    resumable: ClassVar[bool] = False
+    """Whether ``--resume`` means something to this agent."""
+
+    def __init__(self, options: AdapterOptions | None = None) -> None:
+        self.options = options or AdapterOptions()
+        unknown = set(self.options.params) - self.known_params
+        if unknown:
+            known = ", ".join(sorted(self.known_params)) or "none"
+            raise ConfigError(
+                f"unknown option(s) for the {self.kind} agent: {', '.join(sorted(unknown))}",
+                hint=f"this agent understands: {known}",
+            )
+        if self.options.resume is not None and not self.resumable:
+            raise ConfigError(f"the {self.kind} agent cannot resume a session")
 
     def build_command(self, command: Sequence[str]) -> list[str]:
         """The argv to run, given what the user put after ``--``."""

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from agenthost.agents.base import (
     Adapter,
     AdapterEvent,
+    AdapterOptions,
     ErrorNote,
     Output,
     PermissionAsk,
@@ -38,7 +39,8 @@ class StreamJsonAdapter(Adapter):
     passthrough: ClassVar[bool] = False
     max_line_bytes: ClassVar[int] = 8 << 20
 
-    def __init__(self) -> None:
+    def __init__(self, options: AdapterOptions | None = None) -> None:
+        super().__init__(options)
         self.parser = StreamJsonParser()
         self._pending_turns = 0
         self._fragment_bytes = 0  # size so far of an over-long line being cut

@@ -18,14 +18,14 @@ from agenthost.cli.common import (
 from agenthost.log import LEVELS
 
 
-def _parse_env(values: tuple[str, ...]) -> dict[str, str]:
-    env = {}
+def _parse_env(values: tuple[str, ...], option: str = "--env") -> dict[str, str]:
+    pairs = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--env")
-        env[key] = value
-    return env
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=option)
+        pairs[key] = value
+    return pairs
 
 
 @click.command(context_settings={"show_default": True})
@@ -47,6 +47,14 @@ def _parse_env(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--task", default=None, help="Task id or title shown in status.")
 @click.option("--description", default=None, help="Free text shown in status.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Extra agent environment.")
+@click.option(
+    "--agent-opt",
+    "agent_opts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A setting of the agent's adapter (see docs/agents.md).",
+)
+@click.option("--resume", default=None, help="Resume this session (agents that can).")
 @click.option(
     "--linger",
     type=click.FloatRange(min=0),
@@ -83,6 +91,8 @@ def serve(
     task: str | None,
     description: str | None,
     env: tuple[str, ...],
+    agent_opts: tuple[str, ...],
+    resume: str | None,
     linger: float,
     stop_timeout: float,
     ring_size: int,
@@ -103,14 +113,15 @@ def serve(
     For --agent lines, COMMAND is the program to run; for --agent demo, extra
     arguments for the demo agent (e.g. -- --pace 0).
     """
-    from agenthost.agents import make_adapter
+    from agenthost.agents import AdapterOptions, make_adapter
     from agenthost.paths import check_socket_path, resolve_home, socket_path
 
     remember_agent_id(agent_id)
     root = resolve_home(home)
     # usage errors before anything starts, in the foreground and with --detach alike
     check_socket_path(socket_path(root, agent_id))
-    make_adapter(kind).build_command(command)
+    params = _parse_env(agent_opts, "--agent-opt")
+    make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
     extra_env = _parse_env(env)
     if detach:
         from agenthost.host.spawn import spawn_detached
@@ -125,6 +136,10 @@ def serve(
                 args += [flag, value]
         for item in env:
             args += ["--env", item]
+        for item in agent_opts:
+            args += ["--agent-opt", item]
+        if resume is not None:
+            args += ["--resume", resume]
         started = spawn_detached(agent_id, [*args, "--", *command], home=root)
         if as_json:
             print_json(
@@ -162,6 +177,8 @@ def serve(
         ring_size=ring_size,
         ring_bytes=ring_bytes,
         client_buffer=client_buffer,
+        resume=resume,
+        agent_params=params,
     )
     run_host(config)
 

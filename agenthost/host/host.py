@@ -31,7 +31,7 @@ import structlog
 from pydantic import BaseModel
 
 from agenthost._version import __version__
-from agenthost.agents import make_adapter
+from agenthost.agents import AdapterOptions, make_adapter
 from agenthost.agents.base import (
     AdapterEvent,
     Chat,
@@ -110,6 +110,8 @@ class HostConfig:
     max_frame: int = 1 << 20
     client_buffer: int = 16 << 20
     stdin_limit: int = 4 << 20
+    resume: str | None = None
+    agent_params: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +127,10 @@ class Host:
     def __init__(self, config: HostConfig) -> None:
         self.config = config
         self.agent_id = validate_agent_id(config.agent_id)
-        self.adapter = make_adapter(config.agent)
-        self.argv = self.adapter.build_command(config.command)
         self.worktree = str((config.cwd or Path.cwd()).absolute())
+        options = AdapterOptions(self.worktree, config.resume, dict(config.agent_params))
+        self.adapter = make_adapter(config.agent, options)
+        self.argv = self.adapter.build_command(config.command)
         self.socket_path = socket_path(config.home, self.agent_id)
         check_socket_path(self.socket_path)
         self.started_at = time.time()

@@ -138,6 +138,8 @@ def test_attach_follows_until_the_host_exits(
         (["serve", "--agent-id", "x", "--agent", "nope"], 2, "Invalid value for '--agent'"),
         (["serve", "--agent-id", "x", "--agent", "lines"], 2, "needs a command"),
         (["serve", "--agent-id", "x", "--env", "NOEQUALS"], 2, "is not KEY=VALUE"),
+        (["serve", "--agent-id", "x", "--agent-opt", "nope=1"], 2, "unknown option(s)"),
+        (["serve", "--agent-id", "x", "--resume", "abc"], 2, "cannot resume"),
         (["serve", "--agent-id", "x", "--cwd", "/nonexistent"], 2, "does not exist"),
         (["history", "x", "--limit", "-1"], 2, "Invalid value"),
         (["stop", "x", "--timeout", "abc"], 2, "Invalid value"),
