@@ -1,0 +1,94 @@
+"""Find or install the real agent CLIs (from the npm registry) for end-to-end tests.
+
+The CLIs are installed once into a cache outside the checkout, so CI runs on fresh
+clones reuse them: ``$AGENTHOST_E2E_CACHE``, else ``$XDG_CACHE_HOME/agenthost-e2e``,
+else ``~/.cache/agenthost-e2e``. Versions are pinned so a run is reproducible; bump
+them here deliberately.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CliPackage:
+    package: str
+    version: str
+    binary: str
+
+
+PACKAGES = {
+    "claude": CliPackage("@anthropic-ai/claude-code", "2.1.330", "claude"),
+    "codex": CliPackage("@openai/codex", "0.169.0", "codex"),
+}
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("AGENTHOST_E2E_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "agenthost-e2e"
+
+
+class CliUnavailable(Exception):
+    """The CLI cannot be installed here (no npm, or the registry refused)."""
+
+
+def ensure_cli(name: str) -> Path:
+    """The path of the CLI's executable, installing it first if needed.
+
+    Raise CliUnavailable with the reason when npm is missing or the install fails.
+    """
+    spec = PACKAGES[name]
+    prefix = cache_dir() / f"{name}-{spec.version}"
+    binary = prefix / "node_modules" / ".bin" / spec.binary
+    if binary.exists():
+        return binary
+    npm = shutil.which("npm")
+    if npm is None:
+        raise CliUnavailable("npm is not installed")
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(prefix / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one installer at a time
+        if binary.exists():
+            return binary
+        result = subprocess.run(
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(prefix),
+                "--no-audit",
+                "--no-fund",
+                f"{spec.package}@{spec.version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if result.returncode != 0 or not binary.exists():
+            raise CliUnavailable(
+                f"npm install {spec.package}@{spec.version} failed: "
+                + (result.stderr.strip()[-2000:] or result.stdout.strip()[-2000:])
+            )
+    return binary
+
+
+if __name__ == "__main__":  # `python tests/e2e/clis.py`: install (or find) them all
+    import sys
+
+    failed = False
+    for name in PACKAGES:
+        try:
+            print(f"{name}: {ensure_cli(name)}")
+        except CliUnavailable as exc:
+            print(f"{name}: unavailable: {exc}", file=sys.stderr)
+            failed = True
+    sys.exit(1 if failed else 0)
