@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean e2e-clis
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(STAMP)
 ## Everything CI checks: lint, types, the whole test suite.
 test: lint typecheck
 	$(PY) -m pytest
+
+## Install (or find, in ~/.cache/agenthost-e2e) the real Claude Code and Codex CLIs.
+e2e-clis: $(STAMP)
+	$(PY) tests/e2e/clis.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -119,22 +119,25 @@ class RawConn:
             if predicate(f):
                 return f
 
-    def response(self) -> dict[str, Any]:
-        """The next response frame; events read on the way are kept for ``frame()``."""
+    def response(self, rid: Any = None) -> dict[str, Any]:
+        """The next response frame (with id ``rid`` if given); frames read on the way
+        are kept for ``frame()``."""
+
+        def wanted(f: dict[str, Any]) -> bool:
+            return f.get("kind") == "response" and (rid is None or f.get("id") == rid)
+
         for i, f in enumerate(self._stash):
-            if f.get("kind") == "response":
+            if wanted(f):
                 return self._stash.pop(i)
         while True:
             f = self._read_frame()
-            if f.get("kind") == "response":
+            if wanted(f):
                 return f
             self._stash.append(f)
 
     def request(self, mtype: str, payload: Any = None, **envelope: Any) -> dict[str, Any]:
         rid = self.send(mtype, payload, **envelope)
-        resp = self.response()
-        assert resp["id"] == rid, resp
-        return resp
+        return self.response(rid)
 
     def events(self, until_offset: int) -> list[dict[str, Any]]:
         """Events up to and including ``until_offset`` (responses are an error here)."""

@@ -196,12 +196,14 @@ class StreamJsonParser:
         if not isinstance(content, list):
             return []
         events: list[AdapterEvent] = []
+        # an interrupted answer comes as its partial text, marked "aborted"
+        aborted = {"aborted": True} if obj.get("aborted") is True else {}
         for block in content:
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
-                events.append(Chat({"role": "assistant", "content": block["text"]}))
+                events.append(Chat({"role": "assistant", "content": block["text"], **aborted}))
             elif kind in ("tool_use", "server_tool_use"):
                 events.append(self._tool_use(block))
         return events
@@ -313,6 +315,9 @@ _RESULT_FIELDS: Final[dict[str, type | tuple[type, ...]]] = {
     "duration_ms": (int, float),
     "duration_api_ms": (int, float),
     "num_turns": int,
+    "terminal_reason": str,
+    "stop_reason": str,
+    "api_error_status": int,
 }
 
 _HANDLERS: Final = {

@@ -1,0 +1,63 @@
+"""The ``claude`` adapter: the real Claude Code CLI in stream-json mode.
+
+Runs ``claude -p --input-format stream-json --output-format stream-json --verbose``
+(plus ``--permission-prompt-tool stdio`` and ``--resume`` when they apply, then the
+user's flags) in the worktree. The CLI reads one JSON user message per stdin line and
+prints one JSON message per stdout line; :mod:`agenthost.agents.streamjson` parses
+them. Everything the host writes is a well-formed JSON line: the CLI dies on any other
+stdin line, and no client input can produce one.
+
+Permission requests: unless the user chose otherwise, tools that are not allowed
+already are asked about through the control protocol (``can_use_tool``), which the
+host turns into pending permission requests any client can answer (protocol 1.1). Set
+``--agent-opt permission_prompt=off`` (or pass your own ``--permission-prompt-tool``,
+``--dangerously-skip-permissions``, or ``--permission-mode bypassPermissions``) to let
+the CLI decide on its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import ClassVar
+
+from agenthost.agents.demo import StreamJsonAdapter
+from agenthost.errors import ConfigError
+
+BINARY_ENV = "AGENTHOST_CLAUDE_BIN"
+BASE_ARGS = ("-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+# user flags that mean "the CLI decides about permissions itself"
+_OWN_PERMISSIONS = ("--permission-prompt-tool", "--dangerously-skip-permissions")
+
+
+class ClaudeAdapter(StreamJsonAdapter):
+    """Claude Code (``claude``) in stream-json mode."""
+
+    kind = "claude"
+    resumable: ClassVar[bool] = True
+    known_params: ClassVar[frozenset[str]] = frozenset({"permission_prompt"})
+
+    def build_command(self, command: Sequence[str]) -> list[str]:
+        prompt = self.options.params.get("permission_prompt", "stdio")
+        if prompt not in ("stdio", "off"):
+            raise ConfigError(
+                f"permission_prompt must be 'stdio' or 'off', not {prompt!r}",
+                hint="--agent-opt permission_prompt=off lets the CLI decide on its own",
+            )
+        argv = [os.environ.get(BINARY_ENV) or "claude", *BASE_ARGS]
+        if self.options.resume:
+            argv += ["--resume", self.options.resume]
+        if prompt == "stdio" and not _decides_itself(command):
+            argv += ["--permission-prompt-tool", "stdio"]
+        return argv + list(command)
+
+
+def _decides_itself(command: Sequence[str]) -> bool:
+    for i, arg in enumerate(command):
+        if arg.startswith(_OWN_PERMISSIONS):
+            return True
+        if arg == "--permission-mode" and i + 1 < len(command):
+            return command[i + 1] == "bypassPermissions"
+        if arg == "--permission-mode=bypassPermissions":
+            return True
+    return False
