@@ -120,6 +120,18 @@ class EventRenderer:
             return s.red(f"! {event.error}")
         if event.type == "result" and event.result is not None:
             return render_result(event.result, s)
+        if event.type == "permission_request" and event.request is not None:
+            r = event.request
+            return (
+                s.yellow(f"? {r.tool_name} wants to run: ")
+                + s.bold(r.tool_input)
+                + s.dim(f"\n  answer: agenthost respond {event.agent_id} {r.request_id} allow|deny")
+            )
+        if event.type == "permission_response" and event.decision is not None:
+            d = event.decision
+            words = {"allow": "allowed", "deny": "denied", "cancelled": "withdrawn"}
+            text = f"· {words.get(d.behavior, d.behavior)}"
+            return s.dim(text + (f": {d.message}" if d.message else ""))
         return None  # an event type this version does not know
 
 

@@ -229,3 +229,36 @@ def test_table_aligns_columns() -> None:
 
 def test_table_without_rows() -> None:
     assert table(["a", "bb"], []).rstrip() == "A  BB"
+
+
+def test_permission_events_render_with_how_to_answer() -> None:
+    from agenthost.protocol import StreamEvent
+
+    renderer = EventRenderer(Style(False), structured=True)
+    asked = StreamEvent.model_validate(
+        {
+            "type": "permission_request",
+            "agent_id": "web",
+            "offset": 5,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "request": {
+                "request_id": "r-1",
+                "tool_name": "Bash",
+                "tool_input": "rm -rf build",
+                "created_at": "2026-01-01T00:00:00Z",
+            },
+        }
+    )
+    text = renderer.render(asked)
+    assert text is not None and "Bash wants to run: rm -rf build" in text
+    assert "agenthost respond web r-1 allow|deny" in text
+    decided = StreamEvent.model_validate(
+        {
+            "type": "permission_response",
+            "agent_id": "web",
+            "offset": 6,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "decision": {"request_id": "r-1", "behavior": "deny", "message": "no"},
+        }
+    )
+    assert renderer.render(decided) == "· denied: no"
