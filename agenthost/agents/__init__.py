@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from agenthost.agents.base import Adapter, AdapterOptions
 from agenthost.agents.claude import ClaudeAdapter
+from agenthost.agents.codex import CodexAdapter
 from agenthost.agents.demo import DemoAdapter
 from agenthost.agents.lines import LinesAdapter
 from agenthost.errors import ConfigError
 
 ADAPTERS: dict[str, type[Adapter]] = {
     ClaudeAdapter.kind: ClaudeAdapter,
+    CodexAdapter.kind: CodexAdapter,
     DemoAdapter.kind: DemoAdapter,
     LinesAdapter.kind: LinesAdapter,
 }
