@@ -314,6 +314,8 @@ class InterruptResponse(OpenModel):
 
     sent: bool
     method: str
+    deferred: bool | None = None
+    """True when the agent could not take it yet and the adapter sends it shortly."""
 
 
 class PendingResponse(OpenModel):

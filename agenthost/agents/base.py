@@ -109,6 +109,15 @@ AdapterEvent = (
 )
 
 
+class Deferred:
+    """An interrupt the adapter accepted and will send as soon as it can."""
+
+    __slots__ = ()
+
+
+DEFERRED = Deferred()
+
+
 @dataclass(frozen=True)
 class AdapterOptions:
     """What a host tells its adapter about the agent it runs.
@@ -192,10 +201,11 @@ class Adapter:
         then :meth:`on_send`. An adapter may instead hold the message for later."""
         return [Write(self.encode_input(text)), *self.on_send(text)]
 
-    def encode_interrupt(self) -> bytes | None:
+    def encode_interrupt(self) -> bytes | Deferred | None:
         """What to write to stdin to interrupt the current turn (``b""``: there is
-        nothing to interrupt), or None: then the host sends SIGINT to the agent's
-        process group (what Ctrl-C would do)."""
+        nothing to interrupt; :data:`DEFERRED`: the adapter will send it itself as soon
+        as it can), or None: then the host sends SIGINT to the agent's process group
+        (what Ctrl-C would do)."""
         return None
 
     def encode_permission_response(

@@ -67,20 +67,20 @@ _SUMMARY_KEYS: Final[dict[str, tuple[str, ...]]] = {
 def summarize_tool_input(name: str, tool_input: Any) -> str:
     """A short, readable, single-line summary of a tool call's input."""
     if not isinstance(tool_input, dict):
-        return _clip(_compact(tool_input))
+        return clip(compact(tool_input))
     for key in _SUMMARY_KEYS.get(name, ()):
         value = tool_input.get(key)
         if isinstance(value, str) and value:
-            return _clip(value)
+            return clip(value)
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return _clip(" ".join(value))
+            return clip(" ".join(value))
     if name == "TodoWrite" and isinstance(tool_input.get("todos"), list):
         return f"{len(tool_input['todos'])} todos"
     for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
         value = tool_input.get(key)
         if isinstance(value, str) and value:
-            return _clip(value)
-    return _clip(_compact(tool_input))
+            return clip(value)
+    return clip(compact(tool_input))
 
 
 def content_text(content: Any) -> str:
@@ -100,7 +100,7 @@ def content_text(content: Any) -> str:
         return "\n".join(parts)
     if content is None:
         return ""
-    return _compact(content)
+    return compact(content)
 
 
 def user_message(text: str, session_id: str | None = None) -> bytes:
@@ -163,7 +163,7 @@ class StreamJsonParser:
             # the line can still be published.
             obj = json.loads(stripped, parse_constant=_no_constant)
         except (ValueError, RecursionError):
-            events.append(ErrorNote(f"agent printed a line that is not JSON: {_clip(stripped)}"))
+            events.append(ErrorNote(f"agent printed a line that is not JSON: {clip(stripped)}"))
             return events
         if not isinstance(obj, dict):
             return events
@@ -302,7 +302,7 @@ class StreamJsonParser:
             text = obj.get("result")
             subtype = obj.get("subtype")
             if isinstance(text, str) and text:
-                info["last_error"] = _clip(text)
+                info["last_error"] = clip(text)
             else:
                 info["last_error"] = subtype if isinstance(subtype, str) else "turn failed"
         return [TurnResult(result), InfoUpdate(info), StateChange(AgentState.IDLE)]
@@ -330,7 +330,8 @@ _HANDLERS: Final = {
 }
 
 
-def _compact(value: Any) -> str:
+def compact(value: Any) -> str:
+    """Compact JSON of ``value`` (``repr`` if it is not JSON)."""
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
     except (ValueError, TypeError, RecursionError):
@@ -341,6 +342,7 @@ def _no_constant(_name: str) -> None:
     return None
 
 
-def _clip(text: str, limit: int = SUMMARY_MAX) -> str:
+def clip(text: str, limit: int = SUMMARY_MAX) -> str:
+    """``text`` on one line (whitespace collapsed), at most ``limit`` characters."""
     text = " ".join(text.split())  # one line: no \n, \r, \t, \v, \f
     return text if len(text) <= limit else text[: limit - 1] + "…"

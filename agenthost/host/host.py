@@ -35,6 +35,7 @@ from agenthost.agents import AdapterOptions, make_adapter
 from agenthost.agents.base import (
     AdapterEvent,
     Chat,
+    Deferred,
     ErrorNote,
     PermissionDecided,
     StateChange,
@@ -487,6 +488,9 @@ class Host:
         if data is None:
             self.process.signal_group(signal.SIGINT)
             method = "signal"
+        elif isinstance(data, Deferred):  # the adapter sends it once it can
+            log.info("agent.interrupt", method="control", deferred=True)
+            return InterruptResponse(sent=True, method="control", deferred=True)
         elif not data:  # the adapter knows there is no turn to interrupt
             return InterruptResponse(sent=False, method="control")
         else:

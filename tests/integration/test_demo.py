@@ -127,7 +127,16 @@ def test_exit_and_signal_commands(host_factory: HostFactory) -> None:
 
 def test_demo_stderr_is_captured(host_factory: HostFactory) -> None:
     host = host_factory("d1", "--agent", "demo")
-    events = run_turn(host, "/stderr something odd")
+    with host.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        conn.request("host.send", {"input": "/stderr something odd"})
+        # stdout and stderr are separate pipes: the stderr line may arrive before or
+        # after the turn's end; read until both happened
+        events: list[dict[str, Any]] = []
+        done = False
+        while not (done and any(e.get("stream") == "stderr" for e in events)):
+            events.append(conn.read_until(lambda f: f["kind"] == "event"))
+            done = done or (events[-1]["type"] == "result")
     stderr = [e["data"] for e in events if e.get("stream") == "stderr"]
     assert stderr == ["something odd"]
 

@@ -394,7 +394,9 @@ def test_forced_stop_kills_descendants_outside_the_group(host_factory: HostFacto
     with host.raw() as conn:
         conn.request("host.attach", {"offset": 0})
         child = int(conn.read_until(lambda f: f.get("type") == "output")["data"])
-        assert os.getpgid(child) != host.agent()["pid"]  # outside the agent's group
+        agent_pid = host.agent()["pid"]
+        # outside the agent's group (once the child has called setsid)
+        wait_for(lambda: os.getpgid(child) != agent_pid, what="child in its own session")
         p = conn.request("host.stop", {"timeout": 0.3})["payload"]
     assert p["signal"] == "SIGKILL" and p["graceful"] is False
     wait_for(lambda: pid_gone(child), what="descendant killed")
