@@ -172,6 +172,8 @@ class HostInfo(OpenModel):
     protocol_version: str
     started_at: Timestamp
     socket_path: str
+    journal: dict[str, Any] | None = None
+    """1.1: the journal's path, sync policy, oldest offset, epoch (and error, if any)."""
 
 
 class StreamEvent(OpenModel):
@@ -214,9 +216,16 @@ class AttachRequest(PeerModel):
 
 
 class HistoryRequest(PeerModel):
-    """``host.history``: the most recent ``limit`` entries (0 = all kept)."""
+    """``host.history``: the most recent ``limit`` entries (0 = all kept).
+
+    1.1: with ``before`` (the newest ``limit`` entries older than that offset) or
+    ``after`` (the oldest ``limit`` entries newer than it) the page comes from the
+    journal, so the whole conversation can be paged through; ``limit`` 0 means 100.
+    """
 
     limit: StrictInt = Field(default=0, ge=0)
+    before: StrictInt | None = Field(default=None, ge=0)
+    after: StrictInt | None = Field(default=None, ge=0)
 
 
 class SendRequest(PeerModel):
@@ -278,6 +287,8 @@ class HistoryResponse(OpenModel):
     entries: list[HistoryEntry]
     offset: int
     total: int = 0
+    has_more: bool | None = None
+    """1.1, paged requests: whether more entries lie beyond this page."""
 
 
 class SendResponse(OpenModel):

@@ -6,6 +6,7 @@ Layout under the home directory (``--home``, ``$AGENTHOST_HOME``, else
     <home>/hosts/<agent_id>.sock   the host's socket (0600, directory 0700)
     <home>/hosts/<agent_id>.lock   flock held by the live host: proof of liveness
     <home>/logs/<agent_id>.log     stderr of a host started with --detach
+    <home>/journal/<agent_id>/     the agent's event journal (see docs/journal.md)
 
 The default lives in the XDG *state* directory, not in ``/tmp`` or ``/run/user``:
 those are cleaned by tmpfiles and at logout, which deletes live sockets.
@@ -65,6 +66,16 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
 def hosts_dir(home: Path) -> Path:
     """The directory of host sockets and lock files."""
     return home / "hosts"
+
+
+def journals_dir(home: Path) -> Path:
+    """The directory holding one journal directory per agent."""
+    return home / "journal"
+
+
+def journal_dir(home: Path, agent_id: str) -> Path:
+    """``<home>/journal/<agent_id>/`` (the id is validated)."""
+    return journals_dir(home) / validate_agent_id(agent_id)
 
 
 def logs_dir(home: Path) -> Path:

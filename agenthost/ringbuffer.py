@@ -100,6 +100,23 @@ class RingBuffer(Generic[T]):
         """How many items were evicted so far."""
         return self._evicted
 
+    def clear(self) -> None:
+        """Drop every item; the next offset stays what it was."""
+        nxt = self.next_offset
+        self._items = [None] * self.max_entries
+        self._sizes = [0] * self.max_entries
+        self._head = self._count = self._bytes = 0
+        self._oldest = nxt
+
+    def restart_at(self, first_offset: int) -> None:
+        """Make an empty ring number its next item ``first_offset`` (a stream that
+        continues one kept elsewhere, e.g. in a journal)."""
+        if self._count:
+            raise ValueError("restart_at needs an empty ring")
+        if first_offset < 1:
+            raise ValueError("first_offset must be at least 1")
+        self._oldest = first_offset
+
     def append(self, item: T, size: int) -> int:
         """Add an item of ``size`` bytes; return its offset."""
         cap = self.max_entries

@@ -87,15 +87,17 @@ General rules for these tables:
 - **Latency** at these rates is mostly wake-ups (agent write, host loop, client
   wake-up), not work; p99 includes the scheduler's noise on a busy machine. With ten
   clients in one process, later clients in a `select` round are stamped later.
-- **The default ring** keeps 1000 events. The host never slows the agent down: each
-  client has a send queue of up to 16 MiB (`--client-buffer`) of batches shared with
-  the other clients; a client whose queue is full is served from the ring instead, and
-  dropped once the events it still needs fall out of the ring (it may reattach; events
-  that were evicted are lost to it, and `truncated` tells it so). So a client may lag
-  by its queue plus the ring: about 90,000 short-line events here. One client keeps up
-  with a full-speed flood of short lines; ten clients read by one Python process
-  cannot (that process receives ten times the data and falls ever further behind), so
-  most are dropped. Lagging clients could be served from disk instead once events are
-  also journaled (planned).
+- **The default ring** keeps 1000 events; the journal keeps everything. Each client has
+  a send queue of up to 16 MiB (`--client-buffer`) of batches shared with the other
+  clients; a client whose queue is full is served from the ring instead, and when it
+  falls out of the ring, from the journal (in a worker thread). So no client is
+  dropped while the journal holds what it needs; with `--no-journal` a client that
+  falls out of the ring is dropped (it may reattach; `truncated` tells it what is
+  gone).
+- **The journal** appends each batch, already encoded, to a segment file before the
+  batch reaches clients: a memory copy into the page cache, a fraction of a
+  microsecond per event. `sync always` also waits for the disk (fsync) on every batch,
+  on the event path: its cost is the disk's. docs/journal.md says what each policy
+  can lose.
 - **Start-up** is mostly Python importing the package (pydantic models included);
   `python -X importtime -m agenthost --help` shows where the time goes."""

@@ -18,7 +18,7 @@ def _row(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
     """Completeness of every run and the host/relay ratios."""
-    rows = results["throughput"] + results["latency"]
+    rows = results["throughput"] + results["latency"] + results.get("journal", [])
     ratios: dict[str, float] = {}
     for host in results["throughput"]:
         relay = _row(
@@ -40,7 +40,13 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
             for r in rows
             if not r["complete"]
         ],
-        "ratios": {k: round(v, 3) for k, v in ratios.items()},
+        "ratios": {
+            **{k: round(v, 3) for k, v in ratios.items()},
+            **{
+                f"journal_{r['mode']}": round(r["ratio_to_off"], 3)
+                for r in results.get("journal", [])
+            },
+        },
     }
 
 
@@ -88,6 +94,20 @@ def default_ring_table(results: dict[str, Any]) -> str:
         lines.append(
             f"| {row['kind']} | {row['clients']} | {_n(row['agent_lines'])} | {_ok(row)} "
             f"| {row['dropped']} | {_n(row['events_min'])} | {rate} |"
+        )
+    return "\n".join(lines)
+
+
+def journal_table(results: dict[str, Any]) -> str:
+    """The lines flood to one client, journal off and under each sync policy."""
+    lines = [
+        "| journal | host lines/s | ÷ journal off | host CPU µs/line | all events received |",
+        "|---|--:|--:|--:|---|",
+    ]
+    for row in results.get("journal", []):
+        lines.append(
+            f"| {row['mode']} | {_n(row['lines_per_s'])} | {row['ratio_to_off']:.2f} | "
+            f"{row.get('server_cpu_us_per_line', float('nan')):.2f} | {_ok(row)} |"
         )
     return "\n".join(lines)
 
@@ -153,6 +173,8 @@ def tables(results: dict[str, Any]) -> str:
         throughput_table(results),
         "The same floods with the default ring (1000 events):",
         default_ring_table(results),
+        "Journal (lines flood, 1 client):",
+        journal_table(results),
         "Latency (paced flood, agent write -> client receipt):",
         latency_table(results),
         "Memory, start-up, ping:",

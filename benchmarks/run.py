@@ -161,6 +161,35 @@ def default_ring(
     return rows, memory
 
 
+JOURNAL_MODES = {
+    "off": ["--no-journal"],
+    "sync none": ["--journal-sync", "none"],
+    "sync interval (default)": ["--journal-sync", "interval"],
+    "sync always": ["--journal-sync", "always"],
+}
+
+
+def journal(procs: Procs, cfg: Config) -> list[dict[str, Any]]:
+    """The lines flood to one client with the journal off and under each sync policy;
+    hosts run side by side and the runs interleave, so the ratios share the noise."""
+    count = cfg.lines_count
+    big_ring = ["--ring-size", str(count + 10_000), "--ring-bytes", str(1 << 30)]
+    hosts = {mode: flood_host(procs, "lines", [*big_ring, *o]) for mode, o in JOURNAL_MODES.items()}
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in hosts}
+    for _ in range(cfg.repeat):
+        for mode, host in hosts.items():
+            runs[mode].append(measures.host_flood(procs, host, "lines", 1, count))
+    rows = [{"mode": mode, "clients": 1, **pick_median(results)} for mode, results in runs.items()]
+    off = rows[0]["lines_per_s"]
+    for row in rows:
+        row["ratio_to_off"] = row["lines_per_s"] / off
+        rate, ratio = row["lines_per_s"], row["ratio_to_off"]
+        log(f"  journal {row['mode']}: {rate:,.0f} lines/s ({ratio:.2f}x)")
+    for host in hosts.values():
+        procs.stop_host(host)
+    return rows
+
+
 def latency(procs: Procs, cfg: Config) -> list[dict[str, Any]]:
     """Paced floods: agent write -> client receipt, through the host and the relay."""
     host = flood_host(procs, "lines", [])
@@ -206,6 +235,8 @@ def collect(procs: Procs, cfg: Config) -> dict[str, Any]:
         rows, memory = default_ring(procs, kind, cfg)
         results["default_ring"] += rows
         results["memory"][f"host_{kind}_after_flood"] = memory
+    log("journal ...")
+    results["journal"] = journal(procs, cfg)
     log("latency ...")
     results["latency"] = latency(procs, cfg)
     results["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]

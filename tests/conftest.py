@@ -36,8 +36,17 @@ def host_factory(home: Path) -> Iterator[HostFactory]:
         command: Sequence[str] = (),
         env: dict[str, str] | None = None,
         wait_ready: bool = True,
+        wrapper: Sequence[str] = (),
     ) -> HostProc:
-        host = start_host(home, agent_id, *args, command=command, env=env, wait_ready=wait_ready)
+        host = start_host(
+            home,
+            agent_id,
+            *args,
+            command=command,
+            env=env,
+            wait_ready=wait_ready,
+            wrapper=wrapper,
+        )
         started.append(host)
         return host
 

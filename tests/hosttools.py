@@ -218,8 +218,14 @@ class HostProc:
         return self.proc.poll() is None
 
 
-def serve_argv(home: Path, agent_id: str, args: Sequence[str], command: Sequence[str]) -> list[str]:
-    argv = [PY, "-m", "agenthost", "serve", "--agent-id", agent_id, "--home", str(home)]
+def serve_argv(
+    home: Path,
+    agent_id: str,
+    args: Sequence[str],
+    command: Sequence[str],
+    wrapper: Sequence[str] = (),
+) -> list[str]:
+    argv = [*wrapper, PY, "-m", "agenthost", "serve", "--agent-id", agent_id, "--home", str(home)]
     argv += ["--log-level", "debug", *args]
     if command:
         argv += ["--", *command]
@@ -233,15 +239,19 @@ def start_host(
     command: Sequence[str] = (),
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
+    wrapper: Sequence[str] = (),
 ) -> HostProc:
-    """Start ``agenthost serve`` and wait for its READY=1 notification."""
+    """Start ``agenthost serve`` and wait for its READY=1 notification.
+
+    ``wrapper`` is a command that execs the host (e.g. ``prlimit ... --``).
+    """
     log = home / f"{agent_id}.host.log"
     full_env = {**os.environ, "AGENTHOST_DEMO_PACE": "0", **(env or {})}
     with ReadyListener() as listener:
         full_env["NOTIFY_SOCKET"] = listener.address
         with open(log, "ab") as fh:
             proc = subprocess.Popen(
-                serve_argv(home, agent_id, args, command),
+                serve_argv(home, agent_id, args, command, wrapper),
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
                 stderr=fh,

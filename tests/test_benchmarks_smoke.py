@@ -67,6 +67,11 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     assert all(_positive(v) for v in results["summary"]["ratios"].values())
     _check_throughput(results["throughput"])
     _check_latency(results["latency"])
+    modes = [r["mode"] for r in results["journal"]]
+    assert modes == ["off", "sync none", "sync interval (default)", "sync always"]
+    for row in results["journal"]:
+        assert row["complete"] is True, row["errors"]
+        assert _positive(row["lines_per_s"]) and _positive(row["ratio_to_off"])
     for row in results["default_ring"]:
         assert isinstance(row["complete"], bool) and isinstance(row["dropped"], int)
     for name, memory in results["memory"].items():
@@ -78,4 +83,4 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     assert _positive(ping["p50_us"]) and ping["p99_us"] >= ping["p50_us"]
     for key in ("cpu", "cores", "ram_gib", "kernel", "python", "uvloop"):
         assert results["machine"][key]
-    assert "Throughput" in proc.stdout.decode()
+    assert "Throughput" in proc.stdout.decode() and "Journal" in proc.stdout.decode()

@@ -10,6 +10,7 @@ import click
 
 from agenthost._version import __version__
 from agenthost.cli.attach import attach
+from agenthost.cli.journal_cmds import export, gc
 from agenthost.cli.serve import demo, serve
 from agenthost.cli.verbs import (
     history,
@@ -47,6 +48,8 @@ for command in (
     pending,
     respond,
     stop,
+    export,
+    gc,
 ):
     cli.add_command(command)
 

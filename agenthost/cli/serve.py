@@ -77,6 +77,37 @@ def _parse_env(values: tuple[str, ...], option: str = "--env") -> dict[str, str]
     default=16 << 20,
     help="Bytes queued per client before it lags (is served from the ring instead).",
 )
+@click.option("--no-journal", is_flag=True, help="Keep events in memory only (no journal).")
+@click.option(
+    "--journal-sync",
+    type=click.Choice(["interval", "always", "none"]),
+    default="interval",
+    help="When the journal waits for the disk (see docs/journal.md).",
+)
+@click.option(
+    "--journal-sync-interval",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    help="Seconds between journal fsyncs (--journal-sync interval).",
+)
+@click.option(
+    "--journal-max-bytes",
+    type=click.IntRange(min=0),
+    default=1 << 30,
+    help="Journal size kept per agent; the oldest segments go first (0: no limit).",
+)
+@click.option(
+    "--journal-max-age",
+    type=click.FloatRange(min=0),
+    default=30 * 86400.0,
+    help="Seconds journal segments are kept (0: no limit).",
+)
+@click.option(
+    "--journal-segment-bytes",
+    type=click.IntRange(min=4096),
+    default=16 << 20,
+    help="Size at which a new journal segment is started (advanced).",
+)
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
 @home_option
@@ -98,6 +129,12 @@ def serve(
     ring_size: int,
     ring_bytes: int,
     client_buffer: int,
+    no_journal: bool,
+    journal_sync: str,
+    journal_sync_interval: float,
+    journal_max_bytes: int,
+    journal_max_age: float,
+    journal_segment_bytes: int,
     detach: bool,
     log_level: str,
     home: Path | None,
@@ -129,6 +166,13 @@ def serve(
         args = ["--agent", kind, "--linger", str(linger), "--stop-timeout", str(stop_timeout)]
         args += ["--ring-size", str(ring_size), "--ring-bytes", str(ring_bytes)]
         args += ["--client-buffer", str(client_buffer)]
+        if no_journal:
+            args.append("--no-journal")
+        args += ["--journal-sync", journal_sync]
+        args += ["--journal-sync-interval", str(journal_sync_interval)]
+        args += ["--journal-max-bytes", str(journal_max_bytes)]
+        args += ["--journal-max-age", str(journal_max_age)]
+        args += ["--journal-segment-bytes", str(journal_segment_bytes)]
         args += ["--cwd", str((cwd or Path.cwd()).absolute()), "--log-level", log_level]
         args += ["--project", project]
         for flag, value in (("--task", task), ("--description", description)):
@@ -159,9 +203,19 @@ def serve(
         return
     from agenthost.host.host import HostConfig
     from agenthost.host.run import run_host
+    from agenthost.journal import JournalConfig, SyncPolicy
     from agenthost.log import configure_logging
 
     configure_logging(log_level)
+    journal = None
+    if not no_journal:
+        journal = JournalConfig(
+            sync=SyncPolicy(journal_sync),
+            sync_interval=journal_sync_interval,
+            max_bytes=journal_max_bytes,
+            max_age=journal_max_age,
+            segment_bytes=journal_segment_bytes,
+        )
     config = HostConfig(
         agent_id=agent_id,
         home=root,
@@ -179,6 +233,7 @@ def serve(
         client_buffer=client_buffer,
         resume=resume,
         agent_params=params,
+        journal=journal,
     )
     run_host(config)
 

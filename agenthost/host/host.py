@@ -40,16 +40,19 @@ from agenthost.agents.base import (
     PermissionDecided,
     StateChange,
 )
-from agenthost.errors import AgentNotRunning, Busy, InvalidPayload, UnknownRequest
+from agenthost.errors import AgentNotRunning, Busy, ConfigError, InvalidPayload, UnknownRequest
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
 from agenthost.host.server import Connection, HostServer, Reply
 from agenthost.host.stream import AgentStream
+from agenthost.journal import JournalConfig, JournalWriter
 from agenthost.linesplit import LineSplitter
 from agenthost.lockfile import HostLock
 from agenthost.paths import (
     check_socket_path,
     ensure_private_dir,
     hosts_dir,
+    journal_dir,
+    journals_dir,
     lock_path,
     socket_path,
     validate_agent_id,
@@ -61,7 +64,9 @@ from agenthost.protocol import (
     AgentInfo,
     AgentState,
     AttachRequest,
+    HistoryEntry,
     HistoryRequest,
+    HistoryResponse,
     HostInfo,
     InterruptResponse,
     ListResponse,
@@ -113,6 +118,8 @@ class HostConfig:
     stdin_limit: int = 4 << 20
     resume: str | None = None
     agent_params: Mapping[str, str] = field(default_factory=dict)
+    journal: JournalConfig | None = field(default_factory=JournalConfig)
+    """None: no journal (the ring only; a new epoch at every start)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +143,11 @@ class Host:
         check_socket_path(self.socket_path)
         self.started_at = time.time()
         self._started_mono = time.monotonic()
+        self.journal = (
+            JournalWriter(journal_dir(config.home, self.agent_id), self.agent_id, config.journal)
+            if config.journal is not None
+            else None
+        )
         self.stream = AgentStream(
             self.agent_id,
             lambda first, data, count: None,  # replaced by the server's, just below
@@ -144,6 +156,7 @@ class Host:
             ring_bytes=config.ring_bytes,
             history_size=config.history_size,
             history_bytes=config.history_bytes,
+            journal=self.journal,
         )
         self.agent_started_at: float | None = None
         self.exit: ExitStatus | None = None
@@ -156,6 +169,7 @@ class Host:
             max_queue=config.client_buffer,
         )
         self.stream.broadcast = self.server.broadcast
+        self.server.journal = self.stream.journal_reader
         self.process = AgentProcess(
             self._on_stdout, self._on_stderr, self._on_exit, self._on_stdin_error
         )
@@ -180,6 +194,7 @@ class Host:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)
                 log.info("socket.stale_removed", path=str(self.socket_path))
+            repair_note = self._open_journal()
             await self.server.start()
             self._write_lock_info()
             self._install_signals()
@@ -190,13 +205,35 @@ class Host:
                 socket=str(self.socket_path),
                 pid=os.getpid(),
             )
+            if repair_note is not None:
+                self.stream.publish([ErrorNote(repair_note)])
             self._spawn_agent()
             sd_notify(f"READY=1\nMAINPID={os.getpid()}")
             await self._shutdown.wait()
         finally:
             await self._close()
+            if self.journal is not None:
+                self.journal.close()
             self.lock.release()
             log.info("host.exited", agent_id=self.agent_id)
+
+    def _open_journal(self) -> str | None:
+        """Recover the journal and continue its stream; return a repair note, if any."""
+        if self.journal is None:
+            return None
+        ensure_private_dir(journals_dir(self.config.home))
+        try:
+            recovery = self.journal.open()
+        except OSError as exc:
+            raise ConfigError(f"cannot open the journal {self.journal.directory}: {exc}") from exc
+        self.stream.restore(recovery)
+        log.info(
+            "journal.opened",
+            path=str(self.journal.directory),
+            next_offset=recovery.next_offset,
+            new_epoch=recovery.new_epoch,
+        )
+        return recovery.repair_note
 
     def _spawn_agent(self) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
@@ -397,7 +434,9 @@ class Host:
             return encode_response(mtype, request.id)
         if mtype is MessageType.HISTORY:
             assert isinstance(payload, HistoryRequest)
-            return encode_response(mtype, request.id, self.stream.history_page(payload.limit))
+            if payload.before is None and payload.after is None:
+                return encode_response(mtype, request.id, self.stream.history_page(payload.limit))
+            return self._history_from_journal(payload, request)
         if mtype is MessageType.SEND:
             assert isinstance(payload, SendRequest)
             return encode_response(mtype, request.id, self.send(payload.input, payload.key))
@@ -444,12 +483,23 @@ class Host:
         )
 
     def status(self) -> StatusResponse:
+        journal: dict[str, Any] | None = None
+        if self.journal is not None:
+            journal = {
+                "path": str(self.journal.directory),
+                "sync": self.journal.config.sync.value,
+                "oldest_offset": self.stream.oldest_offset(),
+                "epoch": self.stream.epoch,
+            }
+            if self.journal.failed:
+                journal["error"] = self.journal.failed
         host = HostInfo(
             pid=os.getpid(),
             version=__version__,
             protocol_version=PROTOCOL_VERSION,
             started_at=_dt(self.started_at),
             socket_path=str(self.socket_path),
+            journal=journal,
         )
         return StatusResponse(host=host, agent=self.agent_info())
 
@@ -474,6 +524,33 @@ class Host:
             if len(self._send_keys) > _SEND_KEYS_KEPT:
                 self._send_keys.popitem(last=False)
         return SendResponse(offset=offset)
+
+    async def _history_from_journal(self, page: HistoryRequest, request: Request) -> bytes:
+        reader = self.stream.journal_reader
+        limit = page.limit or 100
+        if reader is None:  # no journal: page through what the memory holds
+            entries = self.stream.history.slice(0)
+            entries = [
+                e
+                for e in entries
+                if (page.before is None or e["offset"] < page.before)
+                and (page.after is None or e["offset"] > page.after)
+            ]
+            more = len(entries) > limit
+            entries = entries[:limit] if page.after is not None else entries[-limit:]
+        else:  # scanning segments takes a while: not on the event loop
+            entries, more = await asyncio.get_running_loop().run_in_executor(
+                None,
+                lambda: reader.chat_entries(before=page.before, after=page.after, limit=limit),
+            )
+        response = HistoryResponse(
+            agent_id=self.agent_id,
+            entries=[HistoryEntry.model_validate(e) for e in entries],
+            offset=self.stream.ring.last_offset,
+            total=len(entries),
+            has_more=more,
+        )
+        return encode_response(MessageType.HISTORY, request.id, response)
 
     def _require_running(self) -> None:
         if not self.process.running or self.stream.state in FINAL_STATES:

@@ -10,9 +10,10 @@ queue: the transport's write buffer, bounded by ``max_queue`` bytes.
   only. When its transport drains (``resume_writing``), it is pumped from the ring, in
   slices, from its cursor, until it has caught up.
 * If a lagging client's cursor falls out of the ring (the events it still needs were
-  evicted), it can no longer be served exactly once: it is dropped (connection
-  aborted) and may reattach from its last offset, with ``truncated`` telling it what
-  is gone. The agent and the other clients never wait for a slow one.
+  evicted), it is caught up from the journal (in a worker thread) when the host has
+  one. Without a journal it can no longer be served exactly once: it is dropped
+  (connection aborted) and may reattach from its last offset, with ``truncated``
+  telling it what is gone. The agent and the other clients never wait for a slow one.
 
 Past the transport's high-water mark we also stop reading a connection's requests,
 so a client that sends without reading its answers cannot make us buffer them.
@@ -39,6 +40,7 @@ import structlog
 from pydantic import BaseModel
 
 from agenthost.errors import AgentHostError, ConfigError, ErrorCode, FrameTooLarge
+from agenthost.journal import JournalReader
 from agenthost.protocol import (
     DEFAULT_FRAME_LIMIT,
     FrameDecoder,
@@ -58,6 +60,7 @@ log = structlog.get_logger("agenthost.server")
 
 _CRED: Final = struct.Struct("3i")
 PUMP_SLICE: Final = 256  # events per write when catching a client up from the ring
+JOURNAL_READ: Final = 256 << 10  # bytes per journal read when catching a client up
 DEFAULT_MAX_QUEUE: Final = 16 << 20  # bytes queued per client before it lags
 HIGH_WATER: Final = 1 << 20  # transport pauses (and we stop reading requests) above this
 CLOSE_TIMEOUT: Final = 2.0
@@ -92,6 +95,9 @@ class Connection(asyncio.Protocol):
         self._inbox: deque[bytes | FrameTooLarge] = deque()
         self._busy = False
         self._eof = False
+        self._generation = 0  # counts attaches and detaches
+        self._catching_up = False  # a journal catch-up task owns the stream
+        self._drained = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     # --- asyncio.Protocol -----------------------------------------------------------
@@ -173,6 +179,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self._drained.set()
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
             if self.lagging:
@@ -239,12 +246,16 @@ class Connection(asyncio.Protocol):
         """
         self.attached = True
         self.next_offset = start_offset
+        self._generation += 1  # a journal read in flight for an earlier attach is void
+        self._catching_up = False
         self.server.attached.add(self)
         self.pump()
 
     def detach(self) -> None:
         """Stop streaming to this connection (no event follows the detach response)."""
         self.attached = False
+        self._generation += 1
+        self._catching_up = False
         self.server.attached.discard(self)
         if self._eof and not self.closed:
             asyncio.get_running_loop().call_soon(self._close_if_done)
@@ -254,9 +265,14 @@ class Connection(asyncio.Protocol):
         asks us to wait (then the connection lags until ``resume_writing``)."""
         ring = self.server.ring
         self.lagging = True
+        if self._catching_up:
+            return  # the journal catch-up task has this connection
         while self.attached and not self.closed:
             if self.next_offset < ring.oldest_offset:
-                self.drop()
+                if self.server.journal is not None:
+                    self._start_catch_up()
+                else:
+                    self.drop()
                 return
             items = ring.slice(self.next_offset, PUMP_SLICE)
             if not items:
@@ -266,6 +282,51 @@ class Connection(asyncio.Protocol):
             self.next_offset += len(items)
             if self.write_paused:
                 return
+
+    def _start_catch_up(self) -> None:
+        self._catching_up = True
+        task = asyncio.get_running_loop().create_task(self._catch_up(self._generation))
+        self.server.tasks.add(task)
+        task.add_done_callback(self.server.tasks.discard)
+
+    async def _catch_up(self, generation: int) -> None:
+        """Replay what the ring no longer holds from the journal, then hand over to
+        the ring (and to live batches). Reads run in a worker thread: a cold disk
+        delays this client only."""
+        journal = self.server.journal
+        assert journal is not None
+        loop = asyncio.get_running_loop()
+
+        def current() -> bool:
+            return self._generation == generation and self.attached and not self.closed
+
+        try:
+            while current():
+                oldest = self.server.ring.oldest_offset
+                if self.next_offset >= oldest:
+                    self._catching_up = False
+                    self.pump()
+                    return
+                records = await loop.run_in_executor(
+                    None, journal.read, self.next_offset, oldest - 1, JOURNAL_READ
+                )
+                if not current():
+                    return
+                if not records:  # pruned meanwhile: the client reattaches, sees truncated
+                    self.drop()
+                    return
+                self.send(b"".join(records))
+                self.next_offset += len(records)
+                if self.write_paused:
+                    self._drained.clear()
+                    await self._drained.wait()
+        except AgentHostError as exc:  # a damaged journal: this client cannot be served
+            log.error("journal.read_failed", error=str(exc))
+            if current():
+                self.drop()
+        finally:
+            if self._generation == generation:
+                self._catching_up = False
 
     def drop(self) -> None:
         """Abort a client that fell out of the ring; it may reattach from its offset."""
@@ -306,6 +367,7 @@ class HostServer:
         self.handler = handler
         self.max_frame = max_frame
         self.max_queue = max_queue
+        self.journal: JournalReader | None = None  # serves clients the ring lost
         self.connections: set[Connection] = set()
         self.attached: set[Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -353,9 +415,12 @@ class HostServer:
         """Hand a batch of new events (offsets ``first_offset..``) to every client."""
         oldest = self.ring.oldest_offset
         max_queue = self.max_queue
+        journal = self.journal
         for conn in list(self.attached):
             if conn.lagging:
-                if conn.next_offset < oldest:
+                # Without a journal, events it still needs are gone: drop it now.
+                # With one, it catches up from the journal once it drains.
+                if journal is None and conn.next_offset < oldest:
                     conn.drop()
                 continue
             # invariant: a connection that does not lag is caught up

@@ -1,9 +1,11 @@
 """An agent's event stream: numbering, encoding, retention, and what it implies.
 
 :class:`AgentStream` turns adapter events into numbered stream events, encodes each to
-bytes exactly once, keeps them in the ring and hands each batch to a broadcast
-callback. It also keeps what the stream implies: the agent's state, the additive
-AgentInfo fields, the chat history and the pending permission requests. No sockets,
+bytes exactly once, appends each batch to the journal (when there is one), keeps the
+events in the ring and then hands the batch to a broadcast callback: a client never
+sees an event the journal does not have. It also keeps what the stream implies: the
+agent's state, the additive AgentInfo fields, the chat history and the pending
+permission requests. No sockets,
 no processes: the host feeds it lines and adapter events.
 """
 
@@ -29,6 +31,8 @@ from agenthost.agents.base import (
     TurnResult,
     Write,
 )
+from agenthost.journal import JournalFailed, JournalReader, JournalWriter, Recovery
+from agenthost.journal.segments import record_offset
 from agenthost.linesplit import Fragment
 from agenthost.protocol import (
     FINAL_STATES,
@@ -65,10 +69,13 @@ class AgentStream:
         ring_bytes: int,
         history_size: int,
         history_bytes: int,
+        journal: JournalWriter | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.broadcast = broadcast
         self.write = write
+        self.journal = journal
+        self.journal_reader = JournalReader(journal.directory, journal) if journal else None
         self.epoch = uuid.uuid4().hex
         self.ring: RingBuffer[bytes] = RingBuffer(ring_size, ring_bytes)
         self.history: RingBuffer[dict[str, Any]] = RingBuffer(history_size, history_bytes)
@@ -77,6 +84,45 @@ class AgentStream:
         self.info: dict[str, Any] = {}  # additive AgentInfo fields
         # request id -> (what the adapter needs to answer, what clients see)
         self.pending: dict[str, tuple[PermissionAsk, dict[str, Any]]] = {}
+
+    def restore(self, recovery: Recovery) -> None:
+        """Continue the journal's stream: its epoch, its offsets, its newest events in
+        the ring and its newest chat entries in the history."""
+        self.epoch = recovery.epoch
+        self.ring.restart_at(recovery.next_offset)
+        reader = self.journal_reader
+        if reader is None or recovery.next_offset == 1:
+            return
+        oldest = reader.oldest_offset() or recovery.next_offset
+        start = max(oldest, recovery.next_offset - self.ring.max_entries)
+        self.ring.restart_at(start)
+        for record in reader.iter_records(start):  # the ring keeps what fits
+            if record_offset(record) != self.ring.next_offset:
+                log.error("journal.preload_mismatch", expected=self.ring.next_offset)
+                break
+            self.ring.append(record, len(record))
+        if self.ring.next_offset != recovery.next_offset:
+            self.ring.clear()  # serve from the journal rather than from a wrong ring
+            self.ring.restart_at(recovery.next_offset)
+        entries, _ = reader.chat_entries(
+            before=recovery.next_offset, limit=self.history.max_entries, max_segments=2
+        )
+        for entry in entries:
+            self.history.append(entry, len(entry.get("content") or "") + 200)
+
+    def _commit(self, first: int, chunks: list[bytes]) -> None:
+        """Journal a batch, then broadcast it (the journal first: see the module doc)."""
+        data = b"".join(chunks)
+        failure = None
+        if self.journal is not None:
+            try:
+                self.journal.append(data, first, len(chunks))
+            except JournalFailed as exc:
+                failure = exc.message
+        self.broadcast(first, data, len(chunks))
+        if failure is not None:  # the journal is off now: this cannot recurse
+            self.info["journal_error"] = failure
+            self.publish([ErrorNote(f"{failure}; the journal is off until the host restarts")])
 
     # --- publishing ------------------------------------------------------------------
 
@@ -96,7 +142,7 @@ class AgentStream:
             append(data, len(data))
             chunks.append(data)
             offset += 1
-        self.broadcast(first, b"".join(chunks), len(chunks))
+        self._commit(first, chunks)
 
     def publish_stdout(self, lines: list[bytes], adapter: Adapter) -> None:
         """Stdout lines through the adapter (raw lines only, for passthrough ones)."""
@@ -140,7 +186,7 @@ class AgentStream:
             ring.append(data, len(data))
             chunks.append(data)
         if chunks:
-            self.broadcast(first, b"".join(chunks), len(chunks))
+            self._commit(first, chunks)
         return first
 
     def _with_consequences(self, events: list[AdapterEvent]) -> Iterator[AdapterEvent]:
@@ -218,11 +264,20 @@ class AgentStream:
 
     # --- reading -----------------------------------------------------------------------
 
+    def oldest_offset(self) -> int:
+        """The oldest offset still served: from the journal, else from the ring."""
+        oldest = self.ring.oldest_offset
+        if self.journal_reader is not None and self.journal is not None and not self.journal.failed:
+            kept = self.journal_reader.oldest_offset()
+            if kept is not None:
+                oldest = min(oldest, kept)
+        return oldest
+
     def attach_plan(self, offset: int) -> tuple[AttachResponse, int]:
         """The attach response for ``offset`` and the first offset to stream."""
         ring = self.ring
         head = ring.last_offset
-        oldest = ring.oldest_offset
+        oldest = self.oldest_offset()
         start = offset + 1
         truncated = False
         if start <= head and start < oldest:

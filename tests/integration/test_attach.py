@@ -90,9 +90,16 @@ def test_attach_at_zero_mid_ring_and_head_while_producing(host_factory: HostFact
 
 
 def test_attach_before_evicted_range_while_producing(host_factory: HostFactory) -> None:
+    # without a journal, events evicted from the ring are gone (test_journal.py: with one)
     n = 20_000
     host = host_factory(
-        "a1", "--agent", "lines", "--ring-size", "500", command=flood_code(n, 200, 0.002)
+        "a1",
+        "--agent",
+        "lines",
+        "--no-journal",
+        "--ring-size",
+        "500",
+        command=flood_code(n, 200, 0.002),
     )
     with host.raw() as starter:
         starter.request("host.attach", {"offset": 10**9})
@@ -108,7 +115,9 @@ def test_attach_before_evicted_range_while_producing(host_factory: HostFactory) 
 
 
 def test_truncation_semantics_after_eviction(host_factory: HostFactory) -> None:
-    host = host_factory("a1", "--agent", "lines", "--ring-size", "50", command=flood_code(200))
+    host = host_factory(
+        "a1", "--agent", "lines", "--no-journal", "--ring-size", "50", command=flood_code(200)
+    )
     with host.raw() as conn:
         conn.request("host.attach", {"offset": 0})
         conn.send("host.send", {"input": "go"})
@@ -178,11 +187,14 @@ def test_many_concurrent_attaches_each_get_exact_ranges(host_factory: HostFactor
 
 
 def test_slow_client_dropped_fast_client_loses_nothing(host_factory: HostFactory) -> None:
+    # without a journal a client that falls out of the ring is dropped (with one it is
+    # caught up from the journal: test_journal.py)
     n = 30_000
     host = host_factory(
         "a1",
         "--agent",
         "lines",
+        "--no-journal",
         "--ring-size",
         "2000",
         "--client-buffer",
@@ -300,14 +312,16 @@ def test_detach_stops_events_and_reattach_continues(host_factory: HostFactory) -
 
 
 def test_epoch_names_the_stream(host_factory: HostFactory) -> None:
-    host = host_factory("a1", "--agent", "lines", command=["cat"])
+    # without a journal every host starts a new stream (with one, a new host for the
+    # same agent continues the journal's stream: test_journal.py)
+    host = host_factory("a1", "--agent", "lines", "--no-journal", command=["cat"])
     with host.raw() as c1, host.raw() as c2:
         e1 = c1.request("host.attach")["payload"]["epoch"]
         e2 = c2.request("host.attach", {"offset": 3})["payload"]["epoch"]
         assert e1 == e2 and len(e1) >= 16
         c1.request("host.stop", {"force": True})
     host.wait_exit()
-    again = host_factory("a1", "--agent", "lines", command=["cat"])
+    again = host_factory("a1", "--agent", "lines", "--no-journal", command=["cat"])
     with again.raw() as c3:
         assert c3.request("host.attach")["payload"]["epoch"] != e1
 

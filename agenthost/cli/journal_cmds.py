@@ -1,0 +1,155 @@
+"""``agenthost export`` and ``agenthost gc``: journals, with or without a host."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from agenthost.cli.common import (
+    handle_errors,
+    home_option,
+    json_option,
+    print_json,
+    remember_agent_id,
+)
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``12h``, ``7d`` -> seconds."""
+    match = _DURATION_RE.match(text.strip())
+    if match is None:
+        raise click.BadParameter(f"{text!r} is not a duration like 90s, 15m, 12h or 7d")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@click.command()
+@click.argument("agent_id")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "md", "events"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one history entry per line; md: a readable transcript; events: every "
+    "stream event as journaled.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to this file instead of stdout.",
+)
+@home_option
+@handle_errors
+def export(agent_id: str, fmt: str, output: Path | None, home: Path | None) -> None:
+    """Write an agent's whole conversation, from its journal (no host needed)."""
+    from agenthost.errors import HostNotFound
+    from agenthost.journal import JournalReader
+    from agenthost.paths import journal_dir, resolve_home
+
+    remember_agent_id(agent_id)
+    reader = JournalReader(journal_dir(resolve_home(home), agent_id))
+    if not reader.exists():
+        raise HostNotFound(
+            f"there is no journal for agent {agent_id!r}",
+            hint="journals live in <home>/journal/<agent id>/ (`agenthost gc` may have removed it)",
+        )
+    out: IO[str] = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
+    try:
+        _export(reader, fmt, agent_id, out)
+    finally:
+        if output:
+            out.close()
+
+
+def _export(reader: Any, fmt: str, agent_id: str, out: IO[str]) -> None:
+    if fmt == "md":
+        out.write(f"# Conversation of agent `{agent_id}`\n\n")
+    for record in reader.iter_records():
+        if fmt == "events":
+            out.write(record.decode("utf-8", "replace"))
+            continue
+        if b'"type":"chat_entry"' not in record[:80]:
+            continue
+        event = json.loads(record)
+        entry = {**event["chat_entry"], "offset": event["offset"]}
+        if fmt == "jsonl":
+            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        else:
+            out.write(_markdown(entry))
+
+
+def _markdown(entry: dict[str, Any]) -> str:
+    when = str(entry.get("timestamp", ""))[:19].replace("T", " ")
+    role = entry.get("role")
+    if role == "user":
+        return f"## User · {when}\n\n{entry.get('content', '')}\n\n"
+    if role == "assistant":
+        return f"**Assistant** · {when}\n\n{entry.get('content', '')}\n\n"
+    if "tool_result" in entry:
+        mark = " (error)" if entry.get("is_error") else ""
+        fence = "~~~~"
+        return f"{fence}text\n{entry.get('tool_result', '')}\n{fence}\n*result{mark}*\n\n"
+    return f"- **{entry.get('tool_name', 'tool')}** `{entry.get('tool_input', '')}`\n\n"
+
+
+@click.command()
+@click.option(
+    "--older-than",
+    default="7d",
+    show_default=True,
+    help="Remove journals untouched for this long (90s, 15m, 12h, 7d).",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@home_option
+@json_option
+@handle_errors
+def gc(older_than: str, dry_run: bool, home: Path | None, as_json: bool) -> None:
+    """Remove the journals of agents that ended long ago (never a live host's)."""
+    import shutil
+
+    from agenthost.lockfile import is_lock_held
+    from agenthost.paths import agent_id_from_socket, journals_dir, lock_path, resolve_home
+
+    age = parse_duration(older_than)
+    root = resolve_home(home)
+    now = time.time()
+    report: list[dict[str, Any]] = []
+    base = journals_dir(root)
+    for directory in sorted(base.iterdir()) if base.is_dir() else []:
+        agent_id = agent_id_from_socket(directory.with_suffix(".sock"))
+        if agent_id is None or not directory.is_dir():
+            continue
+        newest = max((p.stat().st_mtime for p in directory.iterdir()), default=0.0)
+        size = sum(p.stat().st_size for p in directory.iterdir())
+        if is_lock_held(lock_path(root, agent_id)):
+            action = "kept (host running)"
+        elif now - newest < age:
+            action = "kept (recent)"
+        else:
+            action = "would remove" if dry_run else "removed"
+            if not dry_run:
+                shutil.rmtree(directory)
+        report.append(
+            {"agent_id": agent_id, "action": action, "bytes": size, "idle_seconds": now - newest}
+        )
+    if as_json:
+        print_json(report)
+        return
+    if not report:
+        click.echo("no journals", err=True)
+    for item in report:
+        idle = item["idle_seconds"] / 86400
+        click.echo(
+            f"{item['agent_id']}: {item['action']} ({item['bytes']} bytes, idle {idle:.1f}d)"
+        )

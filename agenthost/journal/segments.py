@@ -1,0 +1,138 @@
+"""The journal's files: segment names, record checks, the torn-tail repair.
+
+A journal is a directory of append-only segment files. Each record is one stream event
+exactly as clients receive it: a JSON object on one line. A segment is named after the
+offset of its first record, zero-padded so that names sort like offsets::
+
+    <home>/journal/<agent_id>/00000000000000000001.jsonl
+    <home>/journal/<agent_id>/00000000000000104857.jsonl
+    <home>/journal/<agent_id>/meta.json
+
+A record is valid when it is a whole line (ends with a newline), carries the offset that
+follows the previous record's, and (for the records checked in full) parses as JSON. A
+crash in the middle of a write leaves a prefix of a record at the end of the last
+segment; garbage may follow it. Reopening keeps the longest valid prefix of the segment
+and cuts the rest: nothing valid is lost, nothing invalid is ever served.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+SUFFIX: Final = ".jsonl"
+_NAME_RE: Final = re.compile(r"^(\d{20})\.jsonl$")
+# our encoder writes "offset" right after "agent_id": a cheap, exact way to read it
+_OFFSET_RE: Final = re.compile(rb'"offset":(\d{1,19}),"timestamp":"')
+FULL_CHECK_TAIL: Final = 64  # records at the end of a segment that are parsed in full
+
+
+def segment_name(first_offset: int) -> str:
+    """The file name of a segment whose first record has ``first_offset``."""
+    return f"{first_offset:020d}{SUFFIX}"
+
+
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    """(first offset, path) of every segment, oldest first; [] if there is no journal."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        match = _NAME_RE.match(name)
+        if match:
+            found.append((int(match.group(1)), directory / name))
+    found.sort()
+    return found
+
+
+def record_offset(record: bytes) -> int | None:
+    """The offset a record carries, or None if it does not look like one of ours."""
+    match = _OFFSET_RE.search(record, 0, 400)
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """What a scan of one segment found."""
+
+    first_offset: int
+    last_offset: int  # first_offset - 1 when the segment holds no valid record
+    valid_bytes: int  # the length of the valid prefix
+    size: int  # the file's size when scanned
+    index: list[tuple[int, int]]  # sparse (offset, byte position) pairs
+    error: str | None = None  # why the valid prefix ends before the file does
+
+
+INDEX_EVERY: Final = 256  # records between two entries of a segment's sparse index
+
+
+def scan_segment(path: Path, first_offset: int) -> ScanResult:
+    """Find the longest valid prefix of a segment (and build its sparse index)."""
+    data = path.read_bytes()
+    expected = first_offset
+    pos = 0
+    index: list[tuple[int, int]] = []
+    ends: list[int] = []  # record start positions, for the full check of the tail
+    error = None
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            error = f"a record cut short at byte {pos} (a torn write)"
+            break
+        offset = record_offset(data[pos:nl])
+        if offset != expected:
+            error = f"no record with offset {expected} at byte {pos}"
+            break
+        if (expected - first_offset) % INDEX_EVERY == 0:
+            index.append((expected, pos))
+        ends.append(pos)
+        expected += 1
+        pos = nl + 1
+    # The cheap check trusts the offset field; parse the newest records in full, where a
+    # torn write or appended garbage would be.
+    for i, start in enumerate(ends[-FULL_CHECK_TAIL:]):
+        end = data.find(b"\n", start)
+        try:
+            json.loads(data[start:end])
+        except ValueError:
+            cut = len(ends) - min(len(ends), FULL_CHECK_TAIL) + i
+            error = f"record {first_offset + cut} at byte {start} is not valid JSON"
+            expected = first_offset + cut
+            pos = start
+            index = [(o, p) for o, p in index if o < expected]
+            break
+    return ScanResult(first_offset, expected - 1, pos, len(data), index, error)
+
+
+def repair_tail(path: Path, scan: ScanResult) -> int:
+    """Cut what follows the valid prefix of a segment; return the bytes removed."""
+    removed = scan.size - scan.valid_bytes
+    if removed > 0:
+        with open(path, "r+b") as fh:
+            fh.truncate(scan.valid_bytes)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return removed
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
