@@ -36,6 +36,7 @@ HELP = """I am the agenthost demo agent. Say anything and I will count your word
 /flood N         print N assistant messages as fast as possible
 /sleep S         a turn that takes S seconds (interrupt it!)
 /ask             ask permission to run a command, and wait for the answer
+/tool COMMAND    a (simulated) Bash call of COMMAND, whose output is COMMAND
 /error           a turn that ends with an API error result
 /stderr TEXT     print TEXT on stderr, then answer normally
 /garbage         print lines that are not valid stream-json, then answer normally
@@ -284,6 +285,15 @@ class Demo:
         self.assistant([{"type": "text", "text": text}])
         self.result(text, started, 2)
 
+    def cmd_tool(self, arg: str, started: float) -> None:
+        tool_id = self.next_id("toolu")
+        self.assistant(
+            [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": arg}}]
+        )
+        self.wait()
+        self.tool_result(tool_id, arg)
+        self.result("ran it", started, 1)
+
     def cmd_error(self, arg: str, started: float) -> None:
         self.result("API Error: 500 demo failure", started, 1, error=True)
 
@@ -328,6 +338,7 @@ COMMANDS = {
     "/error": Demo.cmd_error,
     "/stderr": Demo.cmd_stderr,
     "/ask": Demo.cmd_ask,
+    "/tool": Demo.cmd_tool,
     "/garbage": Demo.cmd_garbage,
     "/exit": Demo.cmd_exit,
     "/signal": Demo.cmd_signal,

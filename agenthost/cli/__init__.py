@@ -23,6 +23,7 @@ from agenthost.cli.verbs import (
     status,
     stop,
 )
+from agenthost.cli.wait import wait
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,6 +51,7 @@ for command in (
     stop,
     export,
     gc,
+    wait,
 ):
     cli.add_command(command)
 

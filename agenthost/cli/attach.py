@@ -1,34 +1,62 @@
-"""``agenthost attach``: follow an agent's stream in the terminal, and talk to it."""
+"""``agenthost attach``: watch an agent and talk to it, in a terminal or a pipe."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
+import os
+import shutil
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from agenthost.cli.common import Exit, handle_errors, home_option, json_option, use_color
+from agenthost.cli.common import (
+    Exit,
+    complete_agent_ids,
+    handle_errors,
+    home_option,
+    json_option,
+    remember_agent_id,
+    use_color,
+)
 
-if TYPE_CHECKING:
-    from agenthost.cli.render import EventRenderer
-    from agenthost.client import AsyncClient
-    from agenthost.protocol import StreamEvent
 
-STRUCTURED_BACKENDS = frozenset({"demo", "claude", "codex"})
+def terminal_width() -> int:
+    """The terminal's own width (not $COLUMNS, which may be inherited and stale)."""
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except OSError:
+        return shutil.get_terminal_size().columns
+
+
+def parse_since(text: str) -> datetime:
+    """``10m`` / ``2h`` / ``1d`` ago, or an ISO 8601 time (local unless it says)."""
+    from agenthost.cli.journal_cmds import parse_duration
+
+    try:
+        return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
+    except click.BadParameter:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither a time (2026-11-22T09:30) nor a duration (10m, 2h)",
+            param_hint="--since",
+        ) from None
+    return when.astimezone(UTC) if when.tzinfo else when.astimezone().astimezone(UTC)
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.option(
     "--offset", type=click.IntRange(min=0), default=None, help="Replay after this offset."
 )
 @click.option("--last", type=click.IntRange(min=0), default=None, help="Replay the last N events.")
+@click.option("--since", default=None, help="Replay from this time: 10m, 2h, 2026-11-22T09:30.")
 @click.option("--no-follow", is_flag=True, help="Exit once the replay reached the head.")
-@click.option("--read-only", is_flag=True, help="Watch only: typed lines are not sent.")
+@click.option("--read-only", is_flag=True, help="Watch only: nothing typed is sent.")
 @click.option("--raw", is_flag=True, help="Also show the agent's raw stdout lines.")
 @home_option
 @json_option
@@ -37,26 +65,35 @@ def attach(
     agent_id: str,
     offset: int | None,
     last: int | None,
+    since: str | None,
     no_follow: bool,
     read_only: bool,
     raw: bool,
     home: Path | None,
     as_json: bool,
 ) -> None:
-    """Follow an agent's events: the replay of what is retained, then live.
+    """Watch an agent: a replay of what is kept, then live. Talk to it on a terminal.
 
-    On a terminal, each line you type is sent to the agent (unless --read-only).
-    Ctrl-C detaches; the agent keeps running. --json prints one event per line.
+    \b
+    On a terminal (unless --read-only): type a line and Enter to send it;
+    y / n [reason] answers a permission question; Ctrl-C interrupts the current
+    turn; Ctrl-] (or Ctrl-D on an empty line) detaches. The agent keeps running.
+
+    \b
+    Exit status: 0 detached, at the head (--no-follow), or the agent ended "done";
+    10 the agent ended in "error"; 3 no host for that agent.
     """
-    from agenthost.cli.common import remember_agent_id
     from agenthost.paths import resolve_home
 
     remember_agent_id(agent_id)
+    if sum(x is not None for x in (offset, last, since)) > 1:
+        raise click.UsageError("give at most one of --offset, --last and --since")
     code = attach_loop(
         agent_id,
         home=resolve_home(home),
         offset=offset,
         last=last,
+        since=parse_since(since) if since else None,
         follow=not no_follow,
         as_json=as_json,
         read_only=read_only,
@@ -74,113 +111,36 @@ def attach_loop(
     as_json: bool,
     read_only: bool,
     last: int | None = None,
+    since: datetime | None = None,
     raw: bool = False,
 ) -> Exit:
-    """Run an attach session until the stream ends or the user detaches."""
+    """Run an attach session until it ends; return its exit status."""
     import uvloop
 
+    from agenthost.cli.render import Style
+    from agenthost.cli.session import AttachSession, Start
+
+    tty = sys.stdout.isatty()
+    interactive = follow and not read_only and not as_json and tty and sys.stdin.isatty()
+    style = Style(use_color())
+    session = AttachSession(
+        agent_id,
+        home,
+        start=Start(offset=offset, last=last, since=since),
+        follow=follow,
+        as_json=as_json,
+        raw=raw,
+        style=style,
+        width=terminal_width() if tty else None,
+        interactive=interactive,
+    )
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:
-            return runner.run(
-                _attach(agent_id, home, offset, last, follow, as_json, read_only, raw)
-            )
+            if interactive:
+                from agenthost.cli.terminal import Terminal
+
+                return runner.run(Terminal(session, style).run())
+            return runner.run(session.run())
         except KeyboardInterrupt:
-            if not as_json:
-                click.echo("\ndetached; the agent keeps running", err=True)
+            session.note("detached; the agent keeps running")
             return Exit.OK
-
-
-async def _attach(
-    agent_id: str,
-    home: Path,
-    offset: int | None,
-    last: int | None,
-    follow: bool,
-    as_json: bool,
-    read_only: bool,
-    raw: bool,
-) -> Exit:
-    from agenthost.cli.render import EventRenderer, Style
-    from agenthost.client import AsyncClient
-
-    client = AsyncClient(agent_id, home=home)
-    await client.connect()
-    try:
-        status = await client.status()
-        start = offset or 0
-        if last is not None:
-            head = (await client.history(1)).offset
-            start = max(0, head - last)
-        sub = await client.attach(start)
-        head = sub.response.stream_offset
-        style = Style(use_color())
-        renderer = EventRenderer(
-            style, structured=(status.agent.backend in STRUCTURED_BACKENDS), raw=raw
-        )
-        interactive = follow and not read_only and not as_json and sys.stdin.isatty()
-        if not as_json:
-            replay = max(0, head - client.last_offset)
-            note = " (oldest events were evicted)" if sub.response.truncated else ""
-            a = status.agent
-            click.echo(
-                style.dim(
-                    f"── {a.id} · {a.backend} · {a.state}"
-                    + (f" · task {a.task}" if a.task else "")
-                    + (f" · project {a.project}" if a.project else "")
-                    + f" · replaying {replay} event{'' if replay == 1 else 's'}{note}"
-                    + (" · type to send, Ctrl-C to detach" if interactive else "")
-                ),
-                err=True,
-            )
-        if not follow and client.last_offset >= head:
-            return Exit.OK
-        if interactive:
-            _read_input(client)
-        async for event in sub:
-            _print(event, renderer, as_json)
-            if not follow and event.offset >= head:
-                return Exit.OK
-        if not as_json:
-            click.echo(style.dim("── the host closed the connection"), err=True)
-        return Exit.OK
-    finally:
-        await client.close()
-
-
-def _print(event: StreamEvent, renderer: EventRenderer, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps(event.model_dump(mode="json", exclude_none=True)) + "\n")
-        sys.stdout.flush()
-        return
-    text = renderer.render(event)
-    if text is not None:
-        click.echo(text)
-
-
-def _read_input(client: AsyncClient) -> None:
-    """Send each line typed on the terminal (canonical mode delivers whole lines)."""
-    loop = asyncio.get_running_loop()
-    tasks: set[asyncio.Task[object]] = set()
-
-    def on_line() -> None:
-        line = sys.stdin.readline()
-        if not line:
-            loop.remove_reader(sys.stdin.fileno())
-            return
-        text = line.rstrip("\n")
-        if text.strip():
-            task = loop.create_task(_send(client, text))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-    loop.add_reader(sys.stdin.fileno(), on_line)
-
-
-async def _send(client: AsyncClient, text: str) -> None:
-    from agenthost.errors import AgentHostError
-
-    with contextlib.suppress(asyncio.CancelledError):
-        try:
-            await client.send(text)
-        except AgentHostError as exc:
-            click.echo(f"agenthost: cannot send: {exc}", err=True)

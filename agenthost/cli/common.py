@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import json
@@ -46,6 +47,8 @@ class Exit(IntEnum):
     FORBIDDEN = 7
     TIMEOUT = 8
     UNKNOWN_REQUEST = 9
+    AGENT_FAILED = 10
+    """attach/wait: the agent ended in state ``error``."""
 
 
 def exit_code_for(exc: AgentHostError) -> Exit:
@@ -194,3 +197,19 @@ def use_color(stream: Any = None) -> bool:
     if os.environ.get("TERM") == "dumb":
         return False
     return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def complete_agent_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of agent ids: running hosts, and agents that have a journal."""
+    from click.shell_completion import CompletionItem
+
+    from agenthost.paths import journals_dir
+
+    home = ctx.params.get("home")
+    root = resolve_home(home if isinstance(home, Path) else None)
+    ids: set[str] = set()
+    with contextlib.suppress(OSError):
+        ids |= {a for p in hosts_dir(root).iterdir() if (a := agent_id_from_socket(p))}
+    with contextlib.suppress(OSError):
+        ids |= {p.name for p in journals_dir(root).iterdir() if p.is_dir()}
+    return [CompletionItem(i) for i in sorted(ids) if i.startswith(incomplete)]

@@ -12,6 +12,7 @@ from typing import IO, Any
 import click
 
 from agenthost.cli.common import (
+    complete_agent_ids,
     handle_errors,
     home_option,
     json_option,
@@ -32,7 +33,7 @@ def parse_duration(text: str) -> float:
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.option(
     "--format",
     "fmt",

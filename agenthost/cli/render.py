@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import click
+from wcwidth import wcswidth, wcwidth
 
 from agenthost.protocol import AgentInfo, HistoryEntry, StatusResponse, StreamEvent
 from agenthost.timefmt import go_duration, short_duration
@@ -42,10 +43,31 @@ class Style:
         return self._s(text, fg="cyan")
 
 
-def fold(text: str, lines: int = RESULT_LINES, indent: str = "    ") -> str:
-    """The first ``lines`` lines of ``text``, and how many more there are."""
+def fit(text: str, width: int | None) -> str:
+    """``text`` on one line, cut to ``width`` terminal columns (wide characters count
+    two) with an ellipsis; unchanged when ``width`` is None (not a terminal)."""
+    if "\n" in text or "\t" in text or "\r" in text:
+        text = " ".join(text.split())
+    if width is None or wcswidth(text) <= width:
+        return text
+    out, used = [], 0
+    for char in text:
+        w = max(wcwidth(char), 0)
+        if used + w > width - 1:
+            break
+        out.append(char)
+        used += w
+    return "".join(out) + "…"
+
+
+def fold(
+    text: str, lines: int = RESULT_LINES, indent: str = "    ", width: int | None = None
+) -> str:
+    """The first ``lines`` lines of ``text`` (each fitted to the terminal), and how many
+    more there are."""
     parts = text.rstrip("\n").split("\n")
-    shown = parts[:lines]
+    room = None if width is None else max(8, width - len(indent))
+    shown = [fit(line, room) for line in parts[:lines]]
     out = shown[0] if shown else ""
     for line in shown[1:]:
         out += "\n" + indent + line
@@ -54,18 +76,22 @@ def fold(text: str, lines: int = RESULT_LINES, indent: str = "    ") -> str:
     return out
 
 
-def render_entry(entry: HistoryEntry, style: Style) -> str:
-    """One chat entry as a person reads it."""
+def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) -> str:
+    """One chat entry as a person reads it: a tool call is one line, a result a few."""
     if entry.role == "user":
         return style.cyan("› ") + style.bold(entry.content or "")
     if entry.role == "assistant":
-        return entry.content or ""
+        text = entry.content or ""
+        aborted = (entry.model_extra or {}).get("aborted") is True
+        return style.dim(text + " (interrupted)") if aborted else text
     if entry.tool_result is not None:
-        text = fold(entry.tool_result or "(no output)")
+        text = fold(entry.tool_result or "(no output)", width=width)
         mark = "  ⎿ "
         return style.red(mark + text) if entry.is_error else style.dim(mark + text)
-    summary = entry.tool_input or ""
-    return style.green("● ") + style.bold(entry.tool_name or "tool") + style.dim(f"({summary})")
+    name = entry.tool_name or "tool"
+    room = None if width is None else max(8, width - wcswidth(name) - 4)
+    summary = fit(entry.tool_input or "", room)
+    return style.green("● ") + style.bold(name) + style.dim(f"({summary})")
 
 
 def render_result(result: dict[str, object], style: Style) -> str:
@@ -87,18 +113,41 @@ def render_result(result: dict[str, object], style: Style) -> str:
     return head + (style.dim(" · " + " · ".join(parts)) if parts else "")
 
 
+def render_end(agent: AgentInfo) -> str:
+    """The agent has exited: how, and its final state."""
+    if agent.signal:
+        how = f"was killed by {agent.signal}"
+    elif agent.exit_code is not None:
+        how = f"exited with code {agent.exit_code}"
+    else:
+        how = "ended"
+    return f"the agent {how} (state {agent.state})"
+
+
 class EventRenderer:
     """Turns stream events into lines for a terminal.
 
-    ``structured``: the agent prints a JSON protocol on stdout (demo, Claude Code), so
-    raw stdout lines are hidden (their content is shown as chat entries) unless
-    ``raw`` is set.
+    ``structured``: the agent prints a JSON protocol on stdout (demo, Claude Code,
+    Codex), so raw stdout lines are hidden (their content is shown as chat entries)
+    unless ``raw`` is set. ``width``: the terminal's width, to keep one-line items on
+    one line (None: do not cut). ``interactive``: permission requests are answered in
+    this terminal (otherwise the line says how to answer them).
     """
 
-    def __init__(self, style: Style, *, structured: bool, raw: bool = False) -> None:
+    def __init__(
+        self,
+        style: Style,
+        *,
+        structured: bool,
+        raw: bool = False,
+        width: int | None = None,
+        interactive: bool = False,
+    ) -> None:
         self.style = style
         self.structured = structured
         self.raw = raw
+        self.width = width
+        self.interactive = interactive
 
     def render(self, event: StreamEvent) -> str | None:
         s = self.style
@@ -110,7 +159,7 @@ class EventRenderer:
                 return None
             return data
         if event.type == "chat_entry" and event.chat_entry is not None:
-            return render_entry(event.chat_entry, s)
+            return render_entry(event.chat_entry, s, self.width)
         if event.type == "state":
             state = event.state or "?"
             if state == "error":
@@ -122,10 +171,12 @@ class EventRenderer:
             return render_result(event.result, s)
         if event.type == "permission_request" and event.request is not None:
             r = event.request
-            return (
-                s.yellow(f"? {r.tool_name} wants to run: ")
-                + s.bold(r.tool_input)
-                + s.dim(f"\n  answer: agenthost respond {event.agent_id} {r.request_id} allow|deny")
+            room = None if self.width is None else max(8, self.width - len(r.tool_name) - 15)
+            head = s.yellow(f"? {r.tool_name} wants to run: ") + s.bold(fit(r.tool_input, room))
+            if self.interactive:
+                return head + s.dim("\n  answer below: y (allow) or n [reason] (deny)")
+            return head + s.dim(
+                f"\n  answer: agenthost respond {event.agent_id} {r.request_id} allow|deny"
             )
         if event.type == "permission_response" and event.decision is not None:
             d = event.decision

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from agenthost.cli.common import (
+    complete_agent_ids,
     handle_errors,
     home_option,
     json_option,
@@ -82,7 +83,7 @@ def list_(project: str | None, timeout: float, home: Path | None, as_json: bool)
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @home_option
 @json_option
 @handle_errors
@@ -100,7 +101,7 @@ def status(agent_id: str, home: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @home_option
 @json_option
 @handle_errors
@@ -121,7 +122,7 @@ def ping(agent_id: str, home: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.option("--limit", type=click.IntRange(min=0), default=0, help="Newest N entries (0 = all).")
 @home_option
 @json_option
@@ -142,7 +143,7 @@ def history(agent_id: str, limit: int, home: Path | None, as_json: bool) -> None
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.argument("text", nargs=-1, required=True)
 @click.option("--key", default=None, help="Idempotency key: a retried send is applied once.")
 @home_option
@@ -167,7 +168,7 @@ def send(
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.option("--force", is_flag=True, help="SIGKILL at once instead of SIGTERM first.")
 @click.option(
     "--timeout",
@@ -205,7 +206,7 @@ def stop(
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @home_option
 @json_option
 @handle_errors
@@ -224,7 +225,7 @@ def interrupt(agent_id: str, home: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @home_option
 @json_option
 @handle_errors
@@ -246,7 +247,7 @@ def pending(agent_id: str, home: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("agent_id")
+@click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.argument("request_id")
 @click.argument("behavior", type=click.Choice(["allow", "deny"]))
 @click.option("--message", default=None, help="The reason the agent is told (deny).")

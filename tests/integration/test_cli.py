@@ -229,3 +229,39 @@ def test_version_and_help() -> None:
     assert out.returncode == 0
     for verb in ("serve", "attach", "list", "status", "ping", "history", "send", "stop"):
         assert verb in out.stdout
+
+
+def test_wait_for_states(home: Path, detached: Callable[..., dict[str, Any]]) -> None:
+    detached("w1")  # demo: idle at once
+    assert run(home, "wait", "w1", "--state", "idle").returncode == 0  # already there
+    assert run(home, "send", "w1", "/sleep 1").returncode == 0
+    result = run_json(home, "wait", "w1", "--state", "idle", "--timeout", "30")
+    assert result == {"ok": True, "agent_id": "w1", "state": "idle"}
+    slow = run(home, "send", "w1", "/sleep 30")
+    assert slow.returncode == 0
+    timed_out = run(home, "wait", "w1", "--state", "done", "--timeout", "0.5")
+    assert timed_out.returncode == 8 and timed_out.stdout.strip() == "w1: running"
+    run(home, "stop", "w1", "--force")
+    detached("w2", "--agent", "lines", "--", "sh", "-c", "read x; exit 4")
+    run(home, "send", "w2", "bye")
+    ended = run(home, "wait", "w2", "--state", "idle")  # it can never be idle now
+    assert ended.returncode == 10 and ended.stdout.strip() == "w2: error"
+    assert run(home, "wait", "w2", "--state", "error").returncode == 0
+    assert run(home, "wait", "nobody", "--state", "idle").returncode == 3
+    assert run(home, "wait", "w2", "--state", "sleeping").returncode == 2
+
+
+def test_shell_completion_of_agent_ids(home: Path, detached: Callable[..., dict[str, Any]]) -> None:
+    detached("alpha1")
+    detached("alpha2", "--agent", "lines", "--", "cat")
+    env = {
+        **os.environ,
+        "AGENTHOST_HOME": str(home),
+        "_AGENTHOST_COMPLETE": "bash_complete",
+        "COMP_WORDS": "agenthost status al",
+        "COMP_CWORD": "2",
+    }
+    out = subprocess.run(
+        [PY, "-m", "agenthost"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.stdout.split() == ["plain,alpha1", "plain,alpha2"]

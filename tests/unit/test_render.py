@@ -262,3 +262,36 @@ def test_permission_events_render_with_how_to_answer() -> None:
         }
     )
     assert renderer.render(decided) == "· denied: no"
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "expected"),
+    [
+        ("short", 10, "short"),
+        ("exactly ten", 11, "exactly ten"),
+        ("a bit too long", 10, "a bit too…"),
+        ("日本語のテキスト", 9, "日本語の…"),  # wide characters count two columns
+        ("two\nlines\there", 40, "two lines here"),
+        ("anything", None, "anything"),
+    ],
+)
+def test_fit(text: str, width: int | None, expected: str) -> None:
+    from wcwidth import wcswidth
+
+    from agenthost.cli.render import fit
+
+    assert fit(text, width) == expected
+    if width is not None:
+        assert wcswidth(fit(text, width)) <= width
+
+
+def test_parse_since() -> None:
+    import click
+
+    from agenthost.cli.attach import parse_since
+
+    now = datetime.now(UTC)
+    assert abs((now - parse_since("10m")).total_seconds() - 600) < 5
+    assert parse_since("2026-11-22T09:30:00Z") == datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
+    with pytest.raises(click.BadParameter):
+        parse_since("yesterday-ish")
