@@ -389,7 +389,8 @@ def test_open_hosts_directory_is_made_private(home: Path) -> None:
 def test_forced_stop_kills_descendants_outside_the_group(host_factory: HostFactory) -> None:
     # Like Codex, the agent starts a command in a session (and group) of its own, and
     # ignores SIGTERM: only killing the whole process tree ends the command.
-    script = "trap '' TERM; setsid sleep 1000 & echo $!; cat"
+    # (exec keeps the ignored SIGTERM: the leader survives it until SIGKILL)
+    script = "trap '' TERM; setsid sleep 1000 & echo $!; exec sleep 1000"
     host = host_factory("a1", "--agent", "lines", command=["sh", "-c", script])
     with host.raw() as conn:
         conn.request("host.attach", {"offset": 0})
