@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean e2e-clis
+.PHONY: demo test lint typecheck unit bench bench-daemon reliability soak clean e2e-clis
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,20 @@ typecheck: $(STAMP)
 ## The throughput / latency / memory / start-up harness (writes docs/performance.md).
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+## How long a restarted daemon takes to rediscover and reattach 10/50/100 hosts
+## (writes the figures into docs/daemon.md).
+bench-daemon: $(STAMP)
+	$(PY) benchmarks/daemon.py
+
+## The reliability tests with their figures (docs/reliability.md), soak variants included;
+## figures also go to benchmarks/results/reliability.jsonl.
+reliability: $(STAMP)
+	AGENTHOST_FIGURES=benchmarks/results/reliability.jsonl $(PY) -m pytest tests/reliability -m "soak or not soak"
+
+## Only the long soak variants (minutes).
+soak: $(STAMP)
+	AGENTHOST_FIGURES=benchmarks/results/reliability.jsonl $(PY) -m pytest tests/reliability -m soak
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -165,6 +165,28 @@ class InternalError(AgentHostError):
     code = ErrorCode.INTERNAL
 
 
+# --- the daemon ---------------------------------------------------------------------
+
+
+class DaemonNotRunning(HostNotFound):
+    """No daemon answers on ``<home>/daemon.sock``."""
+
+
+class DaemonAlreadyRunning(HostAlreadyRunning):
+    """``agenthost daemon`` for a home whose daemon lock another daemon holds."""
+
+
+class DaemonStartError(AgentHostError):
+    """A daemon started in the background exited or did not get ready; the message
+    ends with the end of its log."""
+
+
+class RegistryError(AgentHostError):
+    """The daemon's registry (``<home>/daemon.db``) cannot be opened, read or written."""
+
+    code = ErrorCode.INTERNAL
+
+
 _BY_CODE: dict[ErrorCode, type[AgentHostError]] = {
     ErrorCode.BAD_REQUEST: ProtocolError,
     ErrorCode.UNKNOWN_TYPE: UnknownType,

@@ -1,0 +1,232 @@
+"""``agenthost daemon`` (run the manager) and ``agenthost run`` (spawn through it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agenthost.agents import ADAPTERS, DEFAULT_AGENT
+from agenthost.cli.common import (
+    handle_errors,
+    home_option,
+    json_option,
+    print_json,
+    remember_agent_id,
+)
+from agenthost.cli.serve import _parse_env
+from agenthost.log import LEVELS
+
+
+@click.command(context_settings={"show_default": True})
+@click.option(
+    "--host-scope",
+    type=click.Choice(["auto", "systemd", "session"]),
+    default="auto",
+    help="Start hosts in a systemd scope of their own (auto: when the daemon runs under "
+    "systemd) or in a session of their own.",
+)
+@click.option(
+    "--probe-timeout",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    help="Seconds each host has to answer the start-up probe.",
+)
+@click.option(
+    "--scan-interval",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    help="Seconds between rescans of the hosts directory (0: never).",
+)
+@click.option(
+    "--flush-interval",
+    type=click.FloatRange(min=0.01),
+    default=0.25,
+    help="Seconds between batched writes of the stream positions.",
+)
+@click.option(
+    "--watch-buffer",
+    type=click.IntRange(min=1),
+    default=1000,
+    help="Events kept per agent for watchers that reconnect.",
+)
+@click.option(
+    "--watch-queue",
+    type=click.IntRange(min=4096),
+    default=8 << 20,
+    help="Bytes queued for a watcher before it lags (is served from the buffer).",
+)
+@click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
+@home_option
+@handle_errors
+def daemon(
+    host_scope: str,
+    probe_timeout: float,
+    scan_interval: float,
+    flush_interval: float,
+    watch_buffer: int,
+    watch_queue: int,
+    log_level: str,
+    home: Path | None,
+) -> None:
+    """Run the daemon in the foreground: the manager of many hosts.
+
+    It finds every host under the home directory, reattaches to each stream where it
+    left off, then serves <home>/daemon.sock (spawn, list, stop, watch). Hosts outlive
+    it: SIGTERM, SIGINT, kill -9 or an upgrade end the daemon only. Under systemd it
+    reports readiness (Type=notify) after that reconcile.
+    """
+    from typing import cast
+
+    from agenthost.daemon.run import run_daemon
+    from agenthost.daemon.service import DaemonConfig
+    from agenthost.daemon.spawner import HostScope
+    from agenthost.log import configure_logging
+    from agenthost.paths import resolve_home
+
+    configure_logging(log_level)
+    config = DaemonConfig(
+        home=resolve_home(home),
+        probe_timeout=probe_timeout,
+        scan_interval=scan_interval,
+        flush_interval=flush_interval,
+        watch_buffer=watch_buffer,
+        watch_queue=watch_queue,
+        host_scope=cast(HostScope, host_scope),
+        log_level=log_level,
+    )
+    run_daemon(config)
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--agent-id", required=True, help="Name of the agent (its socket's name).")
+@click.option(
+    "--agent",
+    "kind",
+    type=click.Choice(sorted(ADAPTERS)),
+    default=DEFAULT_AGENT,
+    help="How the agent speaks (as for serve).",
+)
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Working directory of the agent [default: current directory].",
+)
+@click.option("--project", default="", help="Project name, for listing and discovery.")
+@click.option("--task", default=None, help="Task id or title shown in status.")
+@click.option("--description", default=None, help="Free text shown in status.")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Extra agent environment.")
+@click.option(
+    "--agent-opt",
+    "agent_opts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A setting of the agent's adapter (see docs/agents.md).",
+)
+@click.option("--resume", default=None, help="Resume this session (agents that can).")
+@click.option("--linger", type=click.FloatRange(min=0), default=None, help="As for serve.")
+@click.option("--stop-timeout", type=click.FloatRange(min=0), default=None, help="As for serve.")
+@click.option("--ring-size", type=click.IntRange(min=1), default=None, help="As for serve.")
+@click.option("--ring-bytes", type=click.IntRange(min=1024), default=None, help="As for serve.")
+@click.option(
+    "--restart",
+    type=click.Choice(["never", "on-failure"]),
+    default="never",
+    help="Restart the agent in a new host when it fails (Claude Code: with --resume).",
+)
+@click.option("--max-restarts", type=click.IntRange(min=0), default=5, help="Consecutive restarts.")
+@click.option(
+    "--backoff", type=click.FloatRange(min=0), default=1.0, help="First restart delay (doubles)."
+)
+@click.option(
+    "--backoff-max", type=click.FloatRange(min=0), default=60.0, help="Longest restart delay."
+)
+@home_option
+@json_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@handle_errors
+def run(
+    agent_id: str,
+    kind: str,
+    cwd: Path | None,
+    project: str,
+    task: str | None,
+    description: str | None,
+    env: tuple[str, ...],
+    agent_opts: tuple[str, ...],
+    resume: str | None,
+    linger: float | None,
+    stop_timeout: float | None,
+    ring_size: int | None,
+    ring_bytes: int | None,
+    restart: str,
+    max_restarts: int,
+    backoff: float,
+    backoff_max: float,
+    home: Path | None,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Start an agent through the daemon: agenthost run --agent-id ID [-- COMMAND ...]
+
+    The daemon (started in the background if none runs) spawns a host for the agent
+    and follows it; with --restart on-failure it restarts the agent in a new host when
+    it fails. Answers once the host serves.
+    """
+    import asyncio
+
+    import uvloop
+
+    from agenthost.agents import AdapterOptions, make_adapter
+    from agenthost.daemon.client import DaemonClient, ensure_daemon
+    from agenthost.daemon.protocol import RestartPolicy, SpawnResponse, SpawnSpec
+    from agenthost.paths import check_socket_path, resolve_home, socket_path
+
+    remember_agent_id(agent_id)
+    root = resolve_home(home)
+    check_socket_path(socket_path(root, agent_id))
+    params = _parse_env(agent_opts, "--agent-opt")
+    make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
+    spec = SpawnSpec(
+        agent_id=agent_id,
+        agent=kind,
+        command=list(command),
+        cwd=str((cwd or Path.cwd()).absolute()),
+        env=_parse_env(env),
+        project=project,
+        task=task,
+        description=description,
+        agent_opts=params,
+        resume=resume,
+        linger=linger,
+        stop_timeout=stop_timeout,
+        ring_size=ring_size,
+        ring_bytes=ring_bytes,
+        restart=RestartPolicy(
+            policy="on-failure" if restart == "on-failure" else "never",
+            max_restarts=max_restarts,
+            backoff=backoff,
+            backoff_max=backoff_max,
+        ),
+    )
+    daemon_pid = ensure_daemon(root)
+
+    async def spawn() -> SpawnResponse:
+        async with DaemonClient(root) as client:
+            return await client.spawn(spec)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        result = runner.run(spawn())
+    if as_json:
+        body = {"ok": True, **result.model_dump(mode="json", exclude_none=True)}
+        if daemon_pid:
+            body["daemon_started"] = daemon_pid
+        print_json(body)
+        return
+    if daemon_pid:
+        click.echo(f"started the daemon (pid {daemon_pid})", err=True)
+    click.echo(
+        f"host for {agent_id} started by the daemon (pid {result.host_pid}); "
+        f"socket {result.socket_path}; log {result.log_path}"
+    )

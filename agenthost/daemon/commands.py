@@ -1,0 +1,192 @@
+"""The daemon's requests that act on agents: spawn, stop, forget, and the backfill of
+a watcher whose position is older than the daemon's buffer.
+
+Functions of the :class:`~agenthost.daemon.supervisor.Supervisor` (as
+:mod:`agenthost.daemon.startup` is), so that module keeps to the agents' lifecycles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+import structlog
+
+from agenthost.agents import AdapterOptions, make_adapter
+from agenthost.client import AsyncClient
+from agenthost.daemon.fanout import Backfill
+from agenthost.daemon.protocol import (
+    ACTIVE_STATUSES,
+    AgentStatus,
+    DaemonStopRequest,
+    DaemonStopResponse,
+    NoticeType,
+    SpawnResponse,
+    SpawnSpec,
+)
+from agenthost.daemon.registry import AgentRecord
+from agenthost.daemon.supervisor import Agent, Supervisor
+from agenthost.errors import AgentHostError, AgentNotRunning, Busy, HostAlreadyRunning
+from agenthost.lockfile import is_lock_held
+from agenthost.paths import lock_path
+from agenthost.protocol import StopResponse
+from agenthost.timefmt import short_duration
+
+log = structlog.get_logger("agenthost.daemon.commands")
+
+
+async def spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
+    """Start a host for a new agent (or a known one that is not running)."""
+    # the same checks `serve` makes, before anything starts
+    options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
+    make_adapter(spec.agent, options).build_command(spec.command)
+    agent_id = spec.agent_id
+    if agent_id in sup.spawning:
+        raise HostAlreadyRunning(f"agent {agent_id!r} is being spawned")
+    sup.spawning.add(agent_id)
+    try:
+        return await _spawn(sup, spec)
+    finally:
+        sup.spawning.discard(agent_id)
+
+
+async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
+    agent_id = spec.agent_id
+    known = sup.agents.get(agent_id)
+    if known is not None and known.record.status in (AgentStatus.EXITED, AgentStatus.FAILED):
+        # its agent ended and only its host lingers (final state, history): a new
+        # spawn replaces it
+        await _retire(sup, known)
+    if known is not None and (known.running or known.record.status in ACTIVE_STATUSES):
+        raise HostAlreadyRunning(
+            f"agent {agent_id!r} is already known to the daemon (status {known.record.status})",
+            hint=f"stop it first: agenthost stop {agent_id}",
+        )
+    if is_lock_held(lock_path(sup.home, agent_id)):
+        raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
+    old = known.record if known is not None else None
+    record = AgentRecord(
+        agent_id,
+        AgentStatus.SPAWNING,
+        spec=spec,
+        epoch=old.epoch if old else "",  # a journaled host continues its stream
+        last_offset=old.last_offset if old else 0,
+        created_at=old.created_at if old else time.time(),
+    )
+    agent = sup.agents[agent_id] = Agent(record)
+    sup.registry.save(record)
+    try:
+        host = await sup.spawner.spawn(spec)
+    except AgentHostError as exc:
+        record.status = AgentStatus.FAILED
+        record.last_error = exc.message
+        sup.registry.save(record)
+        raise
+    record.status = AgentStatus.RUNNING
+    record.host_pid = host.pid
+    record.host_started_at = time.time()
+    sup.registry.save(record)
+    sup.hub.notice(NoticeType.AGENT_SPAWNED, agent_id, host_pid=host.pid, restarts=0)
+    sup.start(agent, "follow")
+    return SpawnResponse(
+        agent_id=agent_id,
+        host_pid=host.pid,
+        socket_path=str(host.socket_path),
+        log_path=str(host.log_path),
+        unit=host.unit,
+    )
+
+
+async def _retire(sup: Supervisor, agent: Agent) -> None:
+    """Stop the lingering host of an agent that ended, and wait for its lifecycle."""
+    agent.stop_requested = True
+    agent.wakeup.set()
+    if is_lock_held(lock_path(sup.home, agent.record.agent_id)):
+        with contextlib.suppress(AgentHostError):
+            await sup.stop_host(agent.record.agent_id, True, 5.0, "replaced by a new spawn")
+    if agent.task is not None and not agent.task.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(agent.task), 30.0)
+
+
+async def stop(sup: Supervisor, request: DaemonStopRequest) -> DaemonStopResponse:
+    """Stop the agent's host and never restart it; answer after it exited."""
+    agent = sup.agents.get(request.agent_id)
+    if agent is None:
+        raise AgentNotRunning(f"the daemon knows no agent {request.agent_id!r}")
+    record = agent.record
+    agent.stop_requested = True
+    agent.wakeup.set()
+    result: StopResponse | None = None
+    started = time.monotonic()
+    if is_lock_held(lock_path(sup.home, record.agent_id)):
+        with contextlib.suppress(AgentHostError):  # it ended meanwhile: fine
+            result = await sup.stop_host(
+                record.agent_id, request.force, request.timeout, request.reason
+            )
+    if agent.task is not None and not agent.task.done():
+        with contextlib.suppress(TimeoutError):  # the end is recorded by the lifecycle
+            await asyncio.wait_for(asyncio.shield(agent.task), 30.0)
+    if record.status != AgentStatus.STOPPED:
+        record.status = AgentStatus.STOPPED
+        record.next_restart_at = None
+        sup.registry.save(record)
+    elapsed = time.monotonic() - started
+    if result is None:
+        return DaemonStopResponse(
+            agent_id=record.agent_id,
+            stopped=True,
+            exit_code=record.exit_code,
+            signal=record.signal,
+            graceful=False,
+            duration=short_duration(elapsed),
+            duration_seconds=round(elapsed, 3),
+            final_state=record.state,
+        )
+    return DaemonStopResponse(agent_id=record.agent_id, **result.model_dump())
+
+
+def forget(sup: Supervisor, agent_id: str) -> bool:
+    """Remove an agent that is not running from the registry."""
+    agent = sup.agents.get(agent_id)
+    if agent is not None and (agent.running or agent.record.status in ACTIVE_STATUSES):
+        raise Busy(
+            f"agent {agent_id!r} is {agent.record.status}",
+            hint=f"stop it first: agenthost stop {agent_id}",
+        )
+    sup.agents.pop(agent_id, None)
+    sup.hub.forget(agent_id)
+    return sup.registry.forget(agent_id)
+
+
+async def backfill(
+    home: Path, agent_id: str, epoch: str, after: int, upto: int, *, timeout: float
+) -> Backfill:
+    """Read the events ``after`` < offset <= ``upto`` from the agent's host, for a
+    watcher whose position is older than the daemon's buffer. Empty if the host is
+    gone, on another epoch, or does not answer in time."""
+    frames: list[tuple[int, bytes]] = []
+    client = AsyncClient(
+        agent_id,
+        home=home,
+        connect_timeout=timeout,
+        request_timeout=timeout,
+        check_version=False,
+    )
+    try:
+        async with client:
+            sub = await client.attach(after)
+            if sub.response.epoch != epoch:
+                return Backfill(upto + 1, [])
+            while not frames or frames[-1][0] < upto:
+                event = await client.recv_event(timeout)
+                if event.offset > upto:
+                    break
+                frame = event.model_dump_json(exclude_none=True).encode() + b"\n"
+                frames.append((event.offset, frame))
+    except AgentHostError as exc:
+        log.info("backfill.failed", agent_id=agent_id, error=str(exc))
+        return Backfill(upto + 1, [])
+    return Backfill(frames[0][0] if frames else upto + 1, frames)

@@ -1,0 +1,403 @@
+"""The daemon protocol: ``daemon.*`` messages on ``<home>/daemon.sock``. Sans-IO.
+
+The daemon speaks the hosts' envelope and framing (:mod:`agenthost.protocol`,
+:mod:`agenthost.framing`): one JSON object per line, requests
+``{"type", "id"?, "payload"?, "protocol_version"?}``, responses
+``{"kind": "response", "type", "id", "success", "error"?, "code"?, "payload"?}``, the
+same error codes and the same 1 MiB request limit. Only the message types differ;
+they are listed in :class:`DaemonMessageType` and documented in ``docs/daemon.md``.
+
+A ``daemon.watch`` stream carries two kinds of frames after the response:
+
+* the hosts' own events (``"kind": "event"``), unchanged: each already names its
+  ``agent_id`` and carries its host's ``offset``;
+* the daemon's notices (``"kind": "notice"``): what happened to a host (attached,
+  gone, restarting, ...). Notices have no offset; clients ignore types they do not know.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+
+from agenthost.errors import ErrorCode, InvalidAgentId, ProtocolError
+from agenthost.models import OpenModel, PeerModel, Timestamp
+from agenthost.paths import validate_agent_id
+from agenthost.protocol import (
+    EmptyRequest,
+    Request,
+    RequestError,
+    Response,
+    StopResponse,
+    StreamEvent,
+)
+from agenthost.timefmt import now_rfc3339
+
+DAEMON_PROTOCOL_VERSION: Final = "1.0"
+"""The version of the ``daemon.*`` message set (``MAJOR.MINOR``). The envelope's own
+``protocol_version`` is checked exactly as hosts check it."""
+
+
+class DaemonMessageType(StrEnum):
+    """Request types the daemon serves."""
+
+    PING = "daemon.ping"
+    SPAWN = "daemon.spawn"
+    LIST = "daemon.list"
+    STOP = "daemon.stop"
+    FORGET = "daemon.forget"
+    WATCH = "daemon.watch"
+    UNWATCH = "daemon.unwatch"
+
+
+class NoticeType(StrEnum):
+    """Notices of a ``daemon.watch`` stream."""
+
+    HOST_ATTACHED = "host_attached"
+    """The daemon (re)attached to a host: ``epoch``, ``from_offset``, ``stream_offset``,
+    ``truncated`` (events after ``from_offset`` were evicted before the attach)."""
+    HOST_GONE = "host_gone"
+    """The host process is gone: ``status`` (exited, lost, stopped) and ``reason``."""
+    AGENT_EXITED = "agent_exited"
+    """The agent exited (its host may linger): ``exit_code``, ``signal``, ``state``."""
+    AGENT_SPAWNED = "agent_spawned"
+    """A new host runs the agent: ``host_pid``, ``restarts``."""
+    AGENT_RESTARTING = "agent_restarting"
+    """A restart is scheduled: ``attempt``, ``delay`` (seconds)."""
+    AGENT_FAILED = "agent_failed"
+    """The restart policy gave up: ``reason``."""
+    GAP = "gap"
+    """Events the daemon never received (evicted from the host's ring before it could
+    read them): ``after`` and ``before`` bound the missing offsets, exclusive."""
+
+
+class AgentStatus(StrEnum):
+    """What the daemon knows about an agent's host (``status`` of :class:`DaemonAgent`).
+
+    The agent's own state (running, idle, done, ...) is ``state``.
+    """
+
+    SPAWNING = "spawning"
+    RUNNING = "running"
+    """The host is alive and the daemon follows its stream."""
+    UNREACHABLE = "unreachable"
+    """The host is alive (its lock is held) but does not answer; the daemon retries."""
+    EXITED = "exited"
+    """The agent exited; its host may still linger."""
+    RESTARTING = "restarting"
+    """Waiting for the restart policy's backoff before a new host is spawned."""
+    STOPPED = "stopped"
+    """Stopped through the daemon: never restarted."""
+    LOST = "lost"
+    """The host is gone and the daemon did not see the agent's end (killed, or it ended
+    while the daemon was down)."""
+    FAILED = "failed"
+    """The restart policy gave up (limit reached, or the host cannot be started)."""
+    INCOMPATIBLE = "incompatible"
+    """The host speaks a protocol major version the daemon cannot follow."""
+
+
+ACTIVE_STATUSES: Final = frozenset(
+    {AgentStatus.SPAWNING, AgentStatus.RUNNING, AgentStatus.UNREACHABLE, AgentStatus.EXITED}
+)
+"""Statuses in which the agent's host may still be alive."""
+
+
+def _agent_id(value: str) -> str:
+    try:
+        return validate_agent_id(value)
+    except InvalidAgentId as exc:
+        raise ValueError(exc.message) from None
+
+
+_Seconds = Annotated[float, Field(ge=0, le=86400, strict=True, allow_inf_nan=False)]
+
+
+class RestartPolicy(PeerModel):
+    """When the daemon restarts a crashed agent in a new host.
+
+    ``never``: never. ``on-failure``: when the agent exits with a non-zero status or a
+    signal, or its host dies; after ``backoff`` seconds, doubling per consecutive
+    restart up to ``backoff_max``, at most ``max_restarts`` times in a row. An agent
+    that ran ``reset_after`` seconds before failing starts a new series.
+    """
+
+    policy: Literal["never", "on-failure"] = "never"
+    max_restarts: StrictInt = Field(default=5, ge=0, le=10_000)
+    backoff: _Seconds = 1.0
+    backoff_max: _Seconds = 60.0
+    reset_after: _Seconds = 600.0
+
+
+class SpawnSpec(PeerModel):
+    """``daemon.spawn``: what to run, as ``agenthost serve`` options name it.
+
+    The daemon keeps the spec in its registry and uses it again for restarts.
+    """
+
+    agent_id: StrictStr
+    agent: StrictStr = "demo"
+    """The adapter kind (``demo``, ``lines``, ``claude``, ``codex``)."""
+    command: list[StrictStr] = Field(default_factory=list)
+    cwd: StrictStr | None = None
+    """The agent's working directory (absolute); the daemon's own when absent."""
+    env: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    project: StrictStr = ""
+    task: StrictStr | None = None
+    description: StrictStr | None = None
+    agent_opts: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    resume: StrictStr | None = None
+    linger: _Seconds | None = None
+    stop_timeout: _Seconds | None = None
+    ring_size: StrictInt | None = Field(default=None, ge=1)
+    ring_bytes: StrictInt | None = Field(default=None, ge=1024)
+    restart: RestartPolicy = Field(default_factory=RestartPolicy)
+
+    _check_id = field_validator("agent_id")(_agent_id)
+
+
+class AgentRequest(PeerModel):
+    """A request about one agent (``daemon.forget``)."""
+
+    agent_id: StrictStr
+
+    _check_id = field_validator("agent_id")(_agent_id)
+
+
+class DaemonStopRequest(AgentRequest):
+    """``daemon.stop``: stop the agent's host (``host.stop``) and never restart it."""
+
+    force: bool = Field(default=False, strict=True)
+    timeout: float = Field(default=0, ge=0, le=86400, strict=True, allow_inf_nan=False)
+    reason: StrictStr = ""
+
+
+class WatchCursor(PeerModel):
+    """Where a watcher is in one agent's stream: its last offset in ``epoch``."""
+
+    epoch: StrictStr = ""
+    offset: StrictInt = Field(default=0, ge=0)
+
+
+class WatchRequest(PeerModel):
+    """``daemon.watch``: the merged stream of the named agents (all when absent).
+
+    ``since`` maps agent ids to the watcher's position: events after it are replayed
+    from the daemon's buffer when the epoch matches, else from the oldest it keeps.
+    Agents not in ``since`` replay from the oldest kept too; ``live_only`` skips every
+    replay.
+    """
+
+    agents: list[StrictStr] | None = None
+    since: dict[StrictStr, WatchCursor] = Field(default_factory=dict)
+    live_only: bool = Field(default=False, strict=True)
+
+
+# --- responses -----------------------------------------------------------------------------
+
+
+class OlderHost(OpenModel):
+    """A host that runs an older agenthost than the daemon."""
+
+    agent_id: str
+    version: str
+    protocol_version: str
+
+
+class ReconcileReport(OpenModel):
+    """What the start-up reconcile found and did."""
+
+    started_at: Timestamp
+    seconds: float = 0.0
+    """From the start of the scan until every live host was reattached."""
+    found: int = 0
+    """Hosts directory entries (sockets or lock files) and registry agents examined."""
+    reattached: dict[str, int] = Field(default_factory=dict)
+    """Agent id -> the offset the daemon attached from (its recorded offset, or 0 for a
+    new epoch)."""
+    adopted: list[str] = Field(default_factory=list)
+    """Live hosts the registry did not know (started with ``serve``), now followed."""
+    woken: list[str] = Field(default_factory=list)
+    """Live hosts without a socket file, sent SIGUSR1 to re-create it."""
+    stale_removed: list[str] = Field(default_factory=list)
+    lost: list[str] = Field(default_factory=list)
+    unreachable: list[str] = Field(default_factory=list)
+    incompatible: list[str] = Field(default_factory=list)
+    older: list[OlderHost] = Field(default_factory=list)
+    restarting: list[str] = Field(default_factory=list)
+
+
+class DaemonPingResponse(OpenModel):
+    version: str
+    protocol_version: str
+    min_protocol_version: str = "1.0"
+    pid: int
+    uptime: str
+    uptime_seconds: float = 0.0
+    started_at: Timestamp
+    agents: int = 0
+    host_scope: str = "session"
+    """How hosts are started: ``session`` (own session) or ``systemd`` (own scope)."""
+    reconcile: ReconcileReport | None = None
+
+
+class DaemonAgent(OpenModel):
+    """What the daemon knows about one agent (an entry of ``daemon.list``)."""
+
+    agent_id: str
+    status: str
+    managed: bool = True
+    """True when the daemon spawned it; False for a host it found and adopted."""
+    state: str = ""
+    host_pid: int = 0
+    agent_pid: int = 0
+    epoch: str = ""
+    last_offset: int = 0
+    restarts: int = 0
+    exit_code: int | None = None
+    signal: str | None = None
+    ended_at: Timestamp | None = None
+    last_error: str | None = None
+    session_id: str | None = None
+    host_version: str | None = None
+    host_protocol_version: str | None = None
+    older_version: bool = False
+    next_restart_at: Timestamp | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+    spec: SpawnSpec | None = None
+
+
+class DaemonListResponse(OpenModel):
+    agents: list[DaemonAgent]
+
+
+class SpawnResponse(OpenModel):
+    agent_id: str
+    host_pid: int
+    socket_path: str
+    log_path: str
+    unit: str | None = None
+    """The systemd scope the host runs in, when the daemon runs under systemd."""
+
+
+class DaemonStopResponse(StopResponse):
+    agent_id: str
+
+
+class ForgetResponse(OpenModel):
+    agent_id: str
+    forgotten: bool
+
+
+class WatchStart(OpenModel):
+    """Where the replay of one agent starts in a ``daemon.watch`` response."""
+
+    epoch: str
+    stream_offset: int
+    """The last offset the daemon has seen."""
+    oldest_offset: int
+    """The oldest offset in the daemon's buffer (``stream_offset + 1`` when empty)."""
+    from_offset: int
+    """Replay starts after this offset."""
+    truncated: bool = False
+    """Events after the watcher's position are no longer in the daemon's buffer."""
+
+
+class WatchResponse(OpenModel):
+    agents: dict[str, WatchStart]
+
+
+class Notice(OpenModel):
+    """A daemon notice on a watch stream."""
+
+    kind: Literal["notice"] = "notice"
+    type: str
+    agent_id: str = ""
+    timestamp: Timestamp
+
+
+DAEMON_REQUEST_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel]]] = {
+    DaemonMessageType.PING: EmptyRequest,
+    DaemonMessageType.SPAWN: SpawnSpec,
+    DaemonMessageType.LIST: EmptyRequest,
+    DaemonMessageType.STOP: DaemonStopRequest,
+    DaemonMessageType.FORGET: AgentRequest,
+    DaemonMessageType.WATCH: WatchRequest,
+    DaemonMessageType.UNWATCH: EmptyRequest,
+}
+
+
+def validate_daemon_payload(request: Request) -> tuple[DaemonMessageType, BaseModel]:
+    """The request's daemon message type and its validated payload.
+
+    Raise :class:`~agenthost.protocol.RequestError` (``unknown_type`` or
+    ``invalid_payload``), like :func:`agenthost.protocol.validate_payload` for hosts.
+    """
+    try:
+        mtype = DaemonMessageType(request.type)
+    except ValueError:
+        raise RequestError(
+            f"unknown message type: {request.type}",
+            code=ErrorCode.UNKNOWN_TYPE,
+            request_type=request.type,
+            request_id=request.id,
+        ) from None
+    try:
+        return mtype, DAEMON_REQUEST_PAYLOADS[mtype].model_validate(request.payload or {})
+    except ValidationError as exc:
+        raise RequestError(
+            f"invalid payload for {mtype}: {describe_validation(exc)}",
+            code=ErrorCode.INVALID_PAYLOAD,
+            request_type=request.type,
+            request_id=request.id,
+        ) from None
+
+
+def encode_notice(ntype: NoticeType, agent_id: str, **fields: Any) -> bytes:
+    """A notice frame (with its newline); ``None`` fields are left out."""
+    obj: dict[str, Any] = {
+        "kind": "notice",
+        "type": str(ntype),
+        "agent_id": agent_id,
+        "timestamp": now_rfc3339(),
+    }
+    obj.update((k, v) for k, v in fields.items() if v is not None)
+    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+DaemonFrame = Annotated[Response | StreamEvent | Notice, Field(discriminator="kind")]
+_FRAME_ADAPTER: Final[TypeAdapter[Response | StreamEvent | Notice]] = TypeAdapter(DaemonFrame)
+
+
+def decode_daemon_frame(frame: bytes) -> Response | StreamEvent | Notice:
+    """Decode a frame the daemon sent: a response, a host event or a notice."""
+    try:
+        return _FRAME_ADAPTER.validate_json(frame)
+    except ValidationError as exc:
+        raise ProtocolError(
+            f"malformed frame from the daemon: {describe_validation(exc)}"
+        ) from None
+
+
+def describe_validation(exc: ValidationError, limit: int = 5) -> str:
+    """A one-line summary of a validation error (its first ``limit`` problems)."""
+    parts = []
+    for err in exc.errors(include_url=False)[:limit]:
+        loc = ".".join(str(p) for p in err["loc"]) or "payload"
+        parts.append(f"{loc}: {err['msg']}")
+    more = exc.error_count() - len(parts)
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)

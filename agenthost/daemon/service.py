@@ -1,0 +1,308 @@
+"""The daemon process: its life cycle, its requests, its periodic chores.
+
+Start-up order: take ``<home>/daemon.lock`` (one daemon per home), open the registry,
+reconcile (every live host reattached), *then* bind ``<home>/daemon.sock`` and tell
+systemd ``READY=1``. Shutdown (SIGTERM, SIGINT): stop accepting, stop following,
+write the last stream positions, release the lock. Hosts are never signalled: they
+outlive the daemon by design, whatever way it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+
+from agenthost._version import __version__
+from agenthost.daemon import commands
+from agenthost.daemon.aio import cancel_all
+from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Hub
+from agenthost.daemon.files import daemon_lock_path, daemon_socket_path, registry_path
+from agenthost.daemon.protocol import (
+    DAEMON_PROTOCOL_VERSION,
+    AgentRequest,
+    DaemonListResponse,
+    DaemonMessageType,
+    DaemonPingResponse,
+    DaemonStopRequest,
+    ForgetResponse,
+    ReconcileReport,
+    SpawnSpec,
+    WatchRequest,
+)
+from agenthost.daemon.registry import Registry
+from agenthost.daemon.server import DaemonConnection, DaemonServer, Reply
+from agenthost.daemon.spawner import HostScope, Spawner
+from agenthost.daemon.startup import reconcile, scan_once
+from agenthost.daemon.supervisor import Supervisor
+from agenthost.errors import DaemonAlreadyRunning, HostAlreadyRunning, RegistryError
+from agenthost.lockfile import HostLock, read_lock_info
+from agenthost.paths import check_socket_path, ensure_private_dir, hosts_dir
+from agenthost.protocol import Request, encode_response
+from agenthost.sdnotify import sd_notify
+from agenthost.timefmt import go_duration
+
+log = structlog.get_logger("agenthost.daemon")
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """Everything a daemon needs. Times are seconds, sizes bytes or events."""
+
+    home: Path
+    probe_timeout: float = 1.0
+    """Per-host timeout of the start-up probes (and of reconnect attempts)."""
+    attach_timeout: float = 10.0
+    """How long the reconcile waits for every live host to be reattached."""
+    scan_interval: float = 5.0
+    """Rescan of the hosts directory (adopt, clean, wake); 0 disables it."""
+    flush_interval: float = 0.25
+    """Batched writes of the stream positions to the registry."""
+    host_scope: HostScope = "auto"
+    watch_buffer: int = DEFAULT_BUFFER_EVENTS
+    watch_buffer_bytes: int = DEFAULT_BUFFER_BYTES
+    watch_queue: int = 8 << 20
+    log_level: str = "info"
+
+
+class Daemon:
+    """Create it, then ``await run()`` on a uvloop event loop."""
+
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.home = config.home
+        self.socket_path = daemon_socket_path(config.home)
+        check_socket_path(self.socket_path)
+        self.lock = HostLock(daemon_lock_path(config.home))
+        self.hub = Hub(config.watch_buffer, config.watch_buffer_bytes, config.watch_queue)
+        self.spawner = Spawner(config.home, scope=config.host_scope, log_level=config.log_level)
+        self.started_at = time.time()
+        self._started_mono = time.monotonic()
+        self.report: ReconcileReport | None = None
+        self.registry: Registry | None = None
+        self.supervisor: Supervisor | None = None
+        self.server: DaemonServer | None = None
+        self._stop: asyncio.Event | None = None
+        self._chores: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        """Reconcile, serve until SIGTERM/SIGINT, shut down (hosts untouched)."""
+        self._stop = asyncio.Event()
+        ensure_private_dir(self.home)
+        ensure_private_dir(hosts_dir(self.home))
+        self._take_lock()
+        try:
+            self._install_signals()
+            self.registry = open_registry(registry_path(self.home))
+            await self.spawner.resolve_scope()
+            self.supervisor = Supervisor(
+                self.home,
+                self.registry,
+                self.spawner,
+                self.hub,
+                probe_timeout=self.config.probe_timeout,
+            )
+            log.info("daemon.starting", pid=os.getpid(), home=str(self.home), version=__version__)
+            self.report = await reconcile(
+                self.supervisor, attach_timeout=self.config.attach_timeout
+            )
+            self.server = DaemonServer(self.socket_path, self, max_queue=self.hub.max_queue)
+            await self.server.start()
+            self._chore(self._flush_loop())
+            if self.config.scan_interval > 0:
+                self._chore(self._scan_loop())
+            sd_notify(f"READY=1\nMAINPID={os.getpid()}")
+            log.info(
+                "daemon.ready", socket=str(self.socket_path), agents=len(self.supervisor.agents)
+            )
+            await self._stop.wait()
+        finally:
+            await self._shutdown()
+
+    def _take_lock(self) -> None:
+        try:
+            self.lock.acquire()
+        except HostAlreadyRunning:
+            pid = (read_lock_info(self.lock.path) or {}).get("pid")
+            raise DaemonAlreadyRunning(
+                "a daemon is already running for this home"
+                + (f" (pid {pid})" if isinstance(pid, int) else ""),
+                hint="`agenthost list` talks to it; stop it with SIGTERM",
+            ) from None
+        self.lock.write_info(
+            {
+                "pid": os.getpid(),
+                "version": __version__,
+                "protocol_version": DAEMON_PROTOCOL_VERSION,
+                "started_at": self.started_at,
+                "socket": str(self.socket_path),
+            }
+        )
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the daemon outlives terminals
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        log.info("daemon.signal", signal=signal.Signals(sig).name)
+        if self._stop is not None:
+            self._stop.set()
+
+    async def _shutdown(self) -> None:
+        if self.server is not None:
+            self.server.stop_accepting()
+        await cancel_all(list(self._chores))
+        if self.supervisor is not None:
+            with contextlib.suppress(RegistryError):
+                await self.supervisor.close()
+        if self.server is not None:
+            await self.server.close()
+        self.spawner.close()
+        if self.registry is not None:
+            self.registry.close()
+        self.lock.release()
+        log.info("daemon.exited")
+
+    def _chore(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
+    async def _flush_loop(self) -> None:
+        assert self.supervisor is not None
+        while True:
+            await asyncio.sleep(self.config.flush_interval)
+            try:
+                self.supervisor.flush()
+            except RegistryError as exc:  # e.g. disk full: keep running, retry later
+                log.error("registry.flush_failed", error=exc.message)
+
+    async def _scan_loop(self) -> None:
+        assert self.supervisor is not None
+        while True:
+            await asyncio.sleep(self.config.scan_interval)
+            try:
+                await scan_once(self.supervisor)
+            except Exception:  # the next scan may do better; never end the daemon
+                log.exception("daemon.scan_failed")
+
+    # --- requests -----------------------------------------------------------------------
+
+    def dispatch(
+        self,
+        conn: DaemonConnection,
+        mtype: DaemonMessageType,
+        payload: BaseModel,
+        request: Request,
+    ) -> Reply:
+        """Serve one validated request (in order per connection)."""
+        sup = self.supervisor
+        assert sup is not None
+        if mtype is DaemonMessageType.PING:
+            return encode_response(mtype, request.id, self.ping())
+        if mtype is DaemonMessageType.LIST:
+            return encode_response(mtype, request.id, DaemonListResponse(agents=sup.list()))
+        if mtype is DaemonMessageType.SPAWN:
+            assert isinstance(payload, SpawnSpec)
+            return self._later(mtype, request, commands.spawn(sup, payload))
+        if mtype is DaemonMessageType.STOP:
+            assert isinstance(payload, DaemonStopRequest)
+            return self._later(mtype, request, commands.stop(sup, payload))
+        if mtype is DaemonMessageType.FORGET:
+            assert isinstance(payload, AgentRequest)
+            forgotten = commands.forget(sup, payload.agent_id)
+            response = ForgetResponse(agent_id=payload.agent_id, forgotten=forgotten)
+            return encode_response(mtype, request.id, response)
+        if mtype is DaemonMessageType.WATCH:
+            assert isinstance(payload, WatchRequest)
+            self.hub.unwatch(conn)
+            needs = self.hub.backfill_needs(payload)
+            if needs:
+                return self._watch_backfilled(conn, payload, request, needs)
+            self.hub.watch(conn, payload, request.id)
+            return None
+        assert mtype is DaemonMessageType.UNWATCH
+        conn.unwatch()
+        return encode_response(mtype, request.id)
+
+    def unwatch(self, conn: DaemonConnection) -> None:
+        """A connection stopped watching (asked to, or went away)."""
+        self.hub.unwatch(conn)
+
+    def resume(self, conn: DaemonConnection) -> None:
+        """A lagging watcher's transport drained: serve it from the buffers."""
+        self.hub.pump(conn)
+
+    async def _watch_backfilled(
+        self,
+        conn: DaemonConnection,
+        payload: WatchRequest,
+        request: Request,
+        needs: dict[str, tuple[str, int, int]],
+    ) -> bytes:
+        sup = self.supervisor
+        assert sup is not None
+        agents = sorted(needs)
+        timeout = self.config.probe_timeout * 5
+        fills = await asyncio.gather(
+            *(commands.backfill(self.home, a, *needs[a], timeout=timeout) for a in agents)
+        )
+        if not conn.closed:
+            self.hub.watch(conn, payload, request.id, dict(zip(agents, fills, strict=True)))
+        return b""  # the response went out with the replay
+
+    async def _later(self, mtype: DaemonMessageType, request: Request, work: Any) -> bytes:
+        return encode_response(mtype, request.id, await work)
+
+    def ping(self) -> DaemonPingResponse:
+        """The daemon's versions, uptime and what its start-up reconcile did."""
+        uptime = time.monotonic() - self._started_mono
+        return DaemonPingResponse(
+            version=__version__,
+            protocol_version=DAEMON_PROTOCOL_VERSION,
+            min_protocol_version=DAEMON_PROTOCOL_VERSION,
+            pid=os.getpid(),
+            uptime=go_duration(uptime),
+            uptime_seconds=round(uptime, 3),
+            started_at=datetime.fromtimestamp(self.started_at, UTC),
+            agents=len(self.supervisor.agents) if self.supervisor else 0,
+            host_scope=self.spawner.scope,
+            reconcile=self.report,
+        )
+
+
+def open_registry(path: Path) -> Registry:
+    """Open the registry; a file that is not a usable database is moved aside (the
+    reconcile rebuilds what matters from the live hosts) rather than stop the daemon."""
+    try:
+        registry = Registry(path)
+        if registry.integrity() == "ok":
+            return registry
+        registry.close()
+        problem = "failed its integrity check"
+    except RegistryError as exc:
+        cause = exc.__cause__
+        if not isinstance(cause, sqlite3.DatabaseError) or isinstance(
+            cause, sqlite3.OperationalError
+        ):
+            raise
+        problem = str(cause)
+    aside = path.with_name(f"{path.name}.broken-{int(time.time())}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    log.error("registry.moved_aside", path=str(path), to=str(aside), problem=problem)
+    return Registry(path)

@@ -1,0 +1,427 @@
+"""The supervisor: every agent's life as the daemon sees it.
+
+Each agent the daemon follows has one *lifecycle* task: follow its host's stream
+(:mod:`agenthost.daemon.follower`) until the host is gone, record how the run ended,
+apply the restart policy (:mod:`agenthost.daemon.policy`), and, if it says so, wait
+for the backoff and spawn a new host (:mod:`agenthost.daemon.spawner`). Cancelling a
+lifecycle (the daemon shutting down) stops following and leaves the host alone.
+
+Every event a follower receives goes to the fan-out hub (``daemon.watch``) and moves
+the agent's recorded position; positions reach the registry in batches
+(:meth:`Supervisor.flush`), status changes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+
+from agenthost.agents import ADAPTERS
+from agenthost.client import AsyncClient, probe_host_async
+from agenthost.daemon.aio import cancel_all
+from agenthost.daemon.discovery import check_versions, end_from_log
+from agenthost.daemon.fanout import Hub
+from agenthost.daemon.follower import Attached, Follower
+from agenthost.daemon.policy import Outcome, RestartDecision, decide, is_failure
+from agenthost.daemon.protocol import AgentStatus, DaemonAgent, NoticeType, RestartPolicy
+from agenthost.daemon.registry import AgentRecord, ExitRecord, Registry
+from agenthost.daemon.spawner import Spawner
+from agenthost.errors import AgentHostError, HostAlreadyRunning, VersionUnsupported
+from agenthost.paths import log_path
+from agenthost.protocol import FINAL_STATES, StatusResponse, StopResponse, StreamEvent
+
+log = structlog.get_logger("agenthost.daemon.supervisor")
+
+Mode = Literal["follow", "restart"]
+
+
+class Agent:
+    """The daemon's runtime state for one agent (its record is the persistent part)."""
+
+    def __init__(self, record: AgentRecord) -> None:
+        self.record = record
+        self.task: asyncio.Task[None] | None = None
+        self.exit_task: asyncio.Task[None] | None = None
+        self.follower: Follower | None = None
+        self.attached = asyncio.Event()
+        self.wakeup = asyncio.Event()  # ends a restart's backoff early (a stop)
+        self.stop_requested = False
+        self.exit_seen = False  # the agent's end was seen during this host run
+        self.older = False
+        self.reattached_from: int | None = None
+        self.socketless_seen = 0
+
+    @property
+    def running(self) -> bool:
+        """Whether a lifecycle task runs (following, or waiting to restart)."""
+        return self.task is not None and not self.task.done()
+
+
+class Supervisor:
+    """All agents: spawn, follow, stop, restart; the follower sink of every host."""
+
+    def __init__(
+        self,
+        home: Path,
+        registry: Registry,
+        spawner: Spawner,
+        hub: Hub,
+        *,
+        probe_timeout: float = 1.0,
+    ) -> None:
+        self.home = home
+        self.registry = registry
+        self.spawner = spawner
+        self.hub = hub
+        self.probe_timeout = probe_timeout
+        self.agents: dict[str, Agent] = {}
+        self._dirty: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.spawning: set[str] = set()
+        """Agent ids a ``daemon.spawn`` is under way for."""
+
+    # --- requests -----------------------------------------------------------------------
+
+    def list(self) -> list[DaemonAgent]:
+        """Every agent the daemon knows, by id."""
+        return [a.record.to_wire(older_version=a.older) for _, a in sorted(self.agents.items())]
+
+    async def stop_host(
+        self, agent_id: str, force: bool, timeout: float, reason: str
+    ) -> StopResponse:
+        """``host.stop`` the agent's host; answers after its agent exited."""
+        client = AsyncClient(
+            agent_id, home=self.home, connect_timeout=self.probe_timeout, check_version=False
+        )
+        async with client:
+            return await client.stop(force=force, timeout=timeout or None, reason=reason)
+
+    # --- lifecycles ---------------------------------------------------------------------
+
+    def start(self, agent: Agent, mode: Mode, status: StatusResponse | None = None) -> None:
+        """Run the agent's lifecycle task (follow its host, or restart it first)."""
+        agent.task = self._spawn_task(self._lifecycle(agent, mode, status))
+
+    def _spawn_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _lifecycle(self, agent: Agent, mode: Mode, status: StatusResponse | None) -> None:
+        agent_id = agent.record.agent_id
+        try:
+            while True:
+                if mode == "restart":
+                    if not await self._restart(agent):
+                        return
+                    status = None
+                try:
+                    await self._follow(agent, status)
+                except VersionUnsupported as exc:
+                    agent.record.status = AgentStatus.INCOMPATIBLE
+                    agent.record.last_error = exc.message
+                    self.registry.save(agent.record)
+                    return
+                decision = self.end_run(agent, self._outcome(agent), "")
+                if not decision.restart:
+                    return
+                mode = "restart"
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug must not end the daemon; the agent shows it
+            log.exception("lifecycle.failed", agent_id=agent_id)
+            agent.record.last_error = "internal error in the daemon (see its log)"
+
+    def _outcome(self, agent: Agent) -> Outcome:
+        if agent.stop_requested:
+            return Outcome.STOPPED
+        if agent.exit_seen:
+            return Outcome.EXITED
+        return Outcome.LOST
+
+    async def _follow(self, agent: Agent, status: StatusResponse | None) -> None:
+        record = agent.record
+        follower = Follower(
+            self.home,
+            record.agent_id,
+            self,
+            epoch=record.epoch,
+            offset=record.last_offset,
+            timeout=max(2.0, self.probe_timeout * 2),
+            status=status,
+        )
+        agent.follower = follower
+        agent.exit_seen = record.status == AgentStatus.EXITED  # seen by an earlier daemon
+        try:
+            await follower.run()
+        finally:
+            agent.follower = None
+            agent.attached.set()  # nobody waits for an attach that will not come
+        if agent.exit_task is not None:
+            await asyncio.shield(agent.exit_task)
+
+    async def _restart(self, agent: Agent) -> bool:
+        """Wait for the backoff, then spawn a new host. False if stopped or given up."""
+        record = agent.record
+        while True:
+            delay = max(0.0, (record.next_restart_at or 0.0) - time.time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(agent.wakeup.wait(), delay)
+            if agent.stop_requested or record.spec is None:
+                return False
+            resume = record.session_id if _resumable(record.spec.agent) else None
+            try:
+                host = await self.spawner.spawn(record.spec, resume=resume)
+            except HostAlreadyRunning:
+                log.info("restart.host_exists", agent_id=record.agent_id)
+                record.status = AgentStatus.RUNNING
+                self.registry.save(record)
+                return True  # somebody started it meanwhile: follow that one
+            except AgentHostError as exc:
+                log.warning("restart.failed", agent_id=record.agent_id, error=exc.message)
+                record.last_error = exc.message
+                decision = self._decide(record, failure=True, ran_for=0.0)
+                if not self._apply(record, decision):
+                    self.registry.save(record)
+                    return False
+                self.registry.save(record)
+                continue
+            record.status = AgentStatus.RUNNING
+            record.host_pid = host.pid
+            record.host_started_at = time.time()
+            record.next_restart_at = None
+            record.state = ""
+            record.exit_code = record.signal = record.ended_at = None
+            self.registry.save(record)
+            self.hub.notice(
+                NoticeType.AGENT_SPAWNED,
+                record.agent_id,
+                host_pid=host.pid,
+                restarts=record.restarts,
+                resume=resume,
+            )
+            log.info("agent.restarted", agent_id=record.agent_id, restarts=record.restarts)
+            return True
+
+    def _decide(self, record: AgentRecord, *, failure: bool, ran_for: float) -> RestartDecision:
+        policy = record.spec.restart if record.spec is not None and record.managed else None
+        return decide(
+            policy or RestartPolicy(), failure=failure, restarts=record.restarts, ran_for=ran_for
+        )
+
+    def _apply(self, record: AgentRecord, decision: RestartDecision) -> bool:
+        """Set the status a decision leads to; True if a restart is scheduled."""
+        if decision.restart:
+            record.status = AgentStatus.RESTARTING
+            record.restarts = decision.attempt
+            record.next_restart_at = time.time() + decision.delay
+            self.hub.notice(
+                NoticeType.AGENT_RESTARTING,
+                record.agent_id,
+                attempt=decision.attempt,
+                delay=decision.delay,
+            )
+            return True
+        if decision.gave_up and record.status != AgentStatus.FAILED:
+            record.status = AgentStatus.FAILED
+            record.last_error = decision.reason
+            self.hub.notice(NoticeType.AGENT_FAILED, record.agent_id, reason=decision.reason)
+        return False
+
+    def end_run(self, agent: Agent, outcome: Outcome, reason: str) -> RestartDecision:
+        """Record how a host run ended and decide about a restart (status set, saved)."""
+        record = agent.record
+        if outcome is Outcome.LOST:
+            seen = end_from_log(log_path(self.home, record.agent_id))
+            record.ended_at = time.time()  # when the daemon noticed: the best it knows
+            if seen is not None:
+                code, sig = seen.get("exit_code"), seen.get("signal")
+                record.exit_code = code if isinstance(code, int) else record.exit_code
+                record.signal = sig if isinstance(sig, str) else None
+            reason = reason or "the host died without the daemon seeing the agent's end"
+        elif outcome is Outcome.EXITED:
+            reason = reason or "the agent exited"
+        else:
+            reason = reason or "stopped through the daemon"
+        end = ExitRecord(
+            agent_id=record.agent_id,
+            outcome=outcome.value,
+            epoch=record.epoch,
+            host_pid=record.host_pid,
+            last_offset=record.last_offset,
+            state=record.state,
+            exit_code=record.exit_code,
+            signal=record.signal,
+            reason=reason,
+            at=time.time(),
+        )
+        failure = is_failure(
+            outcome, exit_code=record.exit_code, state=record.state, signal=record.signal
+        )
+        ran_for = (record.ended_at or time.time()) - (record.host_started_at or time.time())
+        decision = self._decide(record, failure=failure, ran_for=ran_for)
+        if outcome is Outcome.STOPPED:
+            record.status = AgentStatus.STOPPED
+            decision = RestartDecision(False, reason=reason)
+        elif not self._apply(record, decision) and not decision.gave_up:
+            record.status = AgentStatus.EXITED if outcome is Outcome.EXITED else AgentStatus.LOST
+        record.host_pid = record.agent_pid = 0
+        self._dirty.discard(record.agent_id)
+        self.registry.record_end(record, end)
+        self.hub.notice(NoticeType.HOST_GONE, record.agent_id, status=record.status, reason=reason)
+        log.info(
+            "host.gone",
+            agent_id=record.agent_id,
+            outcome=outcome.value,
+            status=record.status,
+            restart=decision.restart,
+        )
+        return decision
+
+    # --- the follower sink --------------------------------------------------------------
+
+    def on_attached(self, agent_id: str, attached: Attached) -> None:
+        agent = self.agents[agent_id]
+        record = agent.record
+        status, response = attached.status, attached.response
+        record.epoch = response.epoch
+        if attached.new_epoch:
+            record.last_offset = 0
+        record.host_pid = status.host.pid
+        record.agent_pid = status.agent.pid
+        record.state = status.agent.state
+        record.session_id = status.agent.session_id or record.session_id
+        record.host_version = status.host.version
+        record.host_protocol_version = status.host.protocol_version
+        record.host_started_at = record.host_started_at or status.host.started_at.timestamp()
+        if record.status in (AgentStatus.UNREACHABLE, AgentStatus.SPAWNING, AgentStatus.LOST):
+            record.status = AgentStatus.RUNNING
+        agent.older = check_versions(status).older
+        if agent.reattached_from is None:
+            agent.reattached_from = attached.from_offset
+        self.registry.save(record)
+        self.hub.attached(
+            agent_id,
+            response.epoch,
+            attached.from_offset,
+            stream_offset=response.stream_offset,
+            oldest_offset=response.oldest_offset,
+            truncated=response.truncated,
+            new_epoch=attached.new_epoch,
+        )
+        agent.attached.set()
+        if record.state in FINAL_STATES and record.status == AgentStatus.RUNNING:
+            self._agent_exited(agent)  # it ended while nobody followed; its host lingers
+
+    def on_event(self, agent_id: str, event: StreamEvent) -> None:
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            return
+        record = agent.record
+        record.last_offset = event.offset
+        self._dirty.add(agent_id)
+        if event.type == "state" and event.state:
+            record.state = event.state
+            if event.state in FINAL_STATES and record.status == AgentStatus.RUNNING:
+                self._agent_exited(agent)
+        elif event.type == "result" and event.result:
+            # the session a restart resumes (Claude Code, Codex): known before any exit
+            session = event.result.get("session_id")
+            if isinstance(session, str) and session != record.session_id:
+                record.session_id = session
+                self.registry.save(record)
+        frame = event.model_dump_json(exclude_none=True).encode() + b"\n"
+        self.hub.publish(agent_id, event.offset, frame)
+
+    def on_unreachable(self, agent_id: str, error: str) -> None:
+        agent = self.agents.get(agent_id)
+        if agent is None or agent.record.status != AgentStatus.RUNNING:
+            return
+        agent.record.status = AgentStatus.UNREACHABLE
+        agent.record.last_error = error
+        self.registry.save(agent.record)
+        log.warning("host.unreachable", agent_id=agent_id, error=error)
+
+    def _agent_exited(self, agent: Agent) -> None:
+        agent.record.status = AgentStatus.EXITED
+        agent.exit_seen = True
+        if agent.exit_task is None or agent.exit_task.done():
+            agent.exit_task = self._spawn_task(self._on_exit(agent))
+
+    async def _on_exit(self, agent: Agent) -> None:
+        """The agent exited: learn its result and, if it will be restarted, stop its
+        lingering host so the new one can take the agent's name."""
+        record = agent.record
+        agent_id = record.agent_id
+        try:
+            status = await probe_host_async(agent_id, home=self.home, timeout=self.probe_timeout)
+        except AgentHostError:
+            seen = end_from_log(log_path(self.home, agent_id)) or {}
+            code = seen.get("exit_code")
+            record.exit_code = code if isinstance(code, int) else None
+            sig = seen.get("signal")
+            record.signal = sig if isinstance(sig, str) else None
+            record.ended_at = time.time()
+        else:
+            info = status.agent
+            record.exit_code = info.exit_code
+            record.signal = info.signal
+            record.ended_at = info.ended_at.timestamp() if info.ended_at else time.time()
+            record.session_id = info.session_id or record.session_id
+            record.last_error = info.last_error
+        self.registry.save(record)
+        self.hub.notice(
+            NoticeType.AGENT_EXITED,
+            agent_id,
+            exit_code=record.exit_code,
+            signal=record.signal,
+            state=record.state,
+        )
+        log.info("agent.exited", agent_id=agent_id, exit_code=record.exit_code)
+        failure = is_failure(
+            Outcome.EXITED, exit_code=record.exit_code, state=record.state, signal=record.signal
+        )
+        ran_for = record.ended_at - (record.host_started_at or record.ended_at)
+        decision = self._decide(record, failure=failure, ran_for=ran_for)
+        if agent.stop_requested:
+            return
+        if decision.restart:
+            with contextlib.suppress(AgentHostError):  # gone already: as good
+                await self.stop_host(agent_id, True, 5.0, "restart policy: a new host follows")
+        elif decision.gave_up:  # say so now, not when the lingering host ends
+            self._apply(record, decision)
+            self.registry.save(record)
+
+    # --- positions ----------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Write the stream positions that moved since the last flush (one transaction)."""
+        if not self._dirty:
+            return 0
+        rows = []
+        for agent_id in self._dirty:
+            agent = self.agents.get(agent_id)
+            if agent is not None:
+                r = agent.record
+                rows.append((agent_id, r.epoch, r.last_offset, r.state))
+        self._dirty.clear()
+        return self.registry.save_positions(rows)
+
+    async def close(self) -> None:
+        """Stop following (hosts keep running) and write the last positions."""
+        stuck = await cancel_all(list(self._tasks))
+        if stuck:
+            log.error("supervisor.tasks_stuck", count=len(stuck))
+        self.flush()
+
+
+def _resumable(kind: str) -> bool:
+    adapter = ADAPTERS.get(kind)
+    return adapter is not None and adapter.resumable
