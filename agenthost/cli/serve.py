@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -159,7 +160,10 @@ def serve(
     check_socket_path(socket_path(root, agent_id))
     params = _parse_env(agent_opts, "--agent-opt")
     make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
-    extra_env = _parse_env(env)
+    from agenthost.agentenv import pack, unpack
+
+    # from a parent that started us in the background (the daemon, --detach), then ours
+    extra_env = {**unpack(os.environ), **_parse_env(env)}
     if detach:
         from agenthost.host.spawn import spawn_detached
 
@@ -178,13 +182,15 @@ def serve(
         for flag, value in (("--task", task), ("--description", description)):
             if value is not None:
                 args += [flag, value]
-        for item in env:
-            args += ["--env", item]
         for item in agent_opts:
             args += ["--agent-opt", item]
         if resume is not None:
             args += ["--resume", resume]
-        started = spawn_detached(agent_id, [*args, "--", *command], home=root)
+        # the agent's environment travels in the host's environment, never on its
+        # command line, which any user can read
+        started = spawn_detached(
+            agent_id, [*args, "--", *command], home=root, env={**os.environ, **pack(extra_env)}
+        )
         if as_json:
             print_json(
                 {

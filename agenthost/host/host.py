@@ -31,6 +31,7 @@ import structlog
 from pydantic import BaseModel
 
 from agenthost._version import __version__
+from agenthost.agentenv import AGENT_ENV_VAR
 from agenthost.agents import AdapterOptions, make_adapter
 from agenthost.agents.base import (
     AdapterEvent,
@@ -91,7 +92,14 @@ log = structlog.get_logger("agenthost.host")
 DEFAULT_STOP_TIMEOUT = 30.0
 _SEND_KEYS_KEPT = 1000
 # Environment variables that belong to the host's service manager, not to the agent.
-_PRIVATE_ENV = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC")
+_PRIVATE_ENV = (
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "WATCHDOG_USEC",
+    AGENT_ENV_VAR,  # serve takes it out first; kept here should a library user forget
+)
 
 
 @dataclass(frozen=True)

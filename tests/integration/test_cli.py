@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -265,3 +266,44 @@ def test_shell_completion_of_agent_ids(home: Path, detached: Callable[..., dict[
         [PY, "-m", "agenthost"], env=env, capture_output=True, text=True, timeout=30
     )
     assert out.stdout.split() == ["plain,alpha1", "plain,alpha2"]
+
+
+SECRET = "sk-test-5ecret-value"
+
+
+def _agent_sees_secret() -> list[str]:
+    # the agent proves it got the variable without printing it (nor having it in its
+    # own command line): it prints the value's digest
+    return ["sh", "-c", 'printf %s "$API_TOKEN" | sha256sum; exec sleep 60']
+
+
+def test_env_secrets_stay_off_command_lines_status_and_logs(
+    home: Path, detached: Callable[..., dict[str, Any]]
+) -> None:
+    started = detached("sec", "--agent", "lines", "--env", f"API_TOKEN={SECRET}",
+                       "--", *_agent_sees_secret())  # fmt: skip
+
+    def journal() -> str:
+        return "".join(p.read_text() for p in (home / "journal").rglob("*.jsonl"))
+
+    digest = hashlib.sha256(SECRET.encode()).hexdigest()
+    wait_for(lambda: digest in journal(), what="the agent's output")
+    # anyone on the machine can read a command line; the host's must not hold the value
+    cmdline = Path(f"/proc/{started['pid']}/cmdline").read_bytes()
+    assert SECRET.encode() not in cmdline and b"--env" not in cmdline
+    for verb in ("status", "list"):
+        shown = run(home, verb, *(["sec"] if verb == "status" else []), "--json")
+        assert shown.returncode == 0 and SECRET not in shown.stdout
+    assert SECRET not in Path(started["log_path"]).read_text()
+    assert SECRET not in journal()
+
+
+def test_garbage_in_the_private_env_variable_is_refused(home: Path) -> None:
+    env = {**os.environ, "AGENTHOST_HOME": str(home), "AGENTHOST_AGENT_ENV": '{"K": 5}'}
+    result = subprocess.run(
+        [PY, "-m", "agenthost", "serve", "--agent-id", "g", "--agent", "lines", "--", "true"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "AGENTHOST_AGENT_ENV must be a JSON object" in result.stderr
+    assert not (home / "hosts" / "g.sock").exists()
