@@ -242,11 +242,18 @@ def _local(value: datetime) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A plain aligned text table."""
+
+    def width(cell: str) -> int:
+        return max(wcswidth(cell), len(cell))  # wcswidth is -1 for control characters
+
+    def pad(cell: str, w: int) -> str:
+        return cell + " " * (w - width(cell))
+
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))]
+            widths[i] = max(widths[i], width(cell))
+    lines = ["  ".join(pad(h.upper(), w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        lines.append("  ".join(pad(c, w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)

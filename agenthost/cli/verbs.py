@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -17,7 +16,7 @@ from agenthost.cli.common import (
     remember_agent_id,
     use_color,
 )
-from agenthost.cli.render import Style, render_entry, render_status, table, uptime_of
+from agenthost.cli.render import Style, render_entry, render_status, table
 
 
 def _style() -> Style:
@@ -37,49 +36,30 @@ def _style() -> Style:
 @json_option
 @handle_errors
 def list_(project: str | None, timeout: float, home: Path | None, as_json: bool) -> None:
-    """List the hosts found in the hosts directory (probed in parallel)."""
+    """List the agents: the hosts found in the hosts directory (probed in parallel) and
+    what the daemon knows (lost agents, restarts), when there is one."""
+    from agenthost.cli.listing import json_items, table_rows
     from agenthost.client import discover_hosts
+    from agenthost.daemon.client import known_agents
+    from agenthost.paths import resolve_home
 
-    hosts = discover_hosts(home, project=project, timeout=timeout, include_unreachable=True)
+    root = resolve_home(home)
+    hosts = discover_hosts(root, project=project, timeout=timeout, include_unreachable=True)
+    records, source = known_agents(root, timeout=timeout)
+    known = {
+        r.agent_id: r
+        for r in records
+        if project is None or (r.spec is not None and r.spec.project == project)
+    }
     if as_json:
-        out: list[dict[str, Any]] = []
-        for h in hosts:
-            item: dict[str, Any] = {
-                "agent_id": h.agent_id,
-                "socket_path": str(h.socket_path),
-                "reachable": h.status is not None,
-                "alive": h.alive,
-            }
-            if h.status is not None:
-                item["agent"] = h.status.agent.model_dump(mode="json", exclude_none=True)
-                item["host"] = h.status.host.model_dump(mode="json", exclude_none=True)
-            else:
-                item["error"] = h.error
-            out.append(item)
-        print_json(out)
+        print_json(json_items(hosts, known))
         return
-    if not hosts:
+    if not hosts and not known:
         click.echo("no agents", err=True)
         return
-    rows = []
-    for h in hosts:
-        if h.status is None:
-            state = "unreachable" if h.alive else "stale"
-            rows.append([h.agent_id, state, "", "-", "", "", ""])
-            continue
-        a = h.status.agent
-        rows.append(
-            [
-                a.id,
-                a.state,
-                a.backend or "",
-                str(a.pid or "-"),
-                a.project,
-                a.task or "",
-                uptime_of(a),
-            ]
-        )
-    click.echo(table(["agent", "state", "backend", "pid", "project", "task", "uptime"], rows))
+    click.echo(table(*table_rows(hosts, known)))
+    if source == "registry":
+        click.echo("(no daemon answers: the DAEMON column is what it last recorded)", err=True)
 
 
 @click.command()
@@ -200,7 +180,7 @@ def stop(
     else:
         how = f"exited with code {result.exit_code}"
     click.echo(
-        f"stopped {agent_id}: the agent {how} after {result.duration} "
+        f"stopped {agent_id}: the agent {how}; the stop took {result.duration} "
         f"(final state {result.final_state})"
     )
 
