@@ -256,3 +256,23 @@ def test_a_batch_larger_than_a_segment_is_cut_at_record_boundaries(jdir: Path) -
         huge,
         *[event(o) for o in range(502, 512)],
     ]
+
+
+@pytest.mark.parametrize("policy", list(SyncPolicy))
+def test_new_meta_is_written_at_once_and_made_durable_by_the_first_sync(
+    jdir: Path, policy: SyncPolicy
+) -> None:
+    writer, _, epoch = open_writer(jdir, sync=policy, sync_interval=3600.0)
+    try:
+        # readable at once (a crash of the host keeps it), whatever the policy
+        assert json.loads((jdir / "meta.json").read_bytes())["epoch"] == epoch
+        assert not list(jdir.glob(".*.tmp"))
+        # only ``interval`` leaves the fsync to the background thread's first pass
+        assert writer._meta_unsynced is (policy is SyncPolicy.INTERVAL)
+        writer._sync()
+        assert writer._meta_unsynced is False
+    finally:
+        writer.close()
+    again, _, epoch2 = open_writer(jdir, sync=policy)
+    again.close()
+    assert epoch2 == epoch and again._meta_unsynced is False
