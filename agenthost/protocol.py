@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agenthost.errors import ErrorCode, ProtocolError, VersionUnsupported
 from agenthost.framing import CLIENT_FRAME_LIMIT, DEFAULT_FRAME_LIMIT, FrameDecoder
+from agenthost.linesplit import Fragment
 from agenthost.models import (
     FINAL_STATES,
     REQUEST_PAYLOADS,
@@ -67,6 +68,10 @@ MIN_PROTOCOL_VERSION: Final = "1.0"
 """The oldest protocol version this package still serves and talks to."""
 
 # --- versions --------------------------------------------------------------------
+
+_NOT_PLAIN: Final = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
+"""A byte a JSON string cannot hold as is (controls, quote, backslash) or that is not
+ASCII (needs UTF-8 validation): lines without any go into events as they are."""
 
 _VERSION_RE: Final = re.compile(r"^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$")
 
@@ -332,11 +337,41 @@ class EventEncoder:
     :class:`StreamEvent`, terminated by a newline.
     """
 
-    __slots__ = ("agent_id", "_prefix")
+    __slots__ = ("agent_id", "_prefix", "_output_head")
 
     def __init__(self, agent_id: str) -> None:
         self.agent_id = agent_id
         self._prefix = '"agent_id":' + json.dumps(agent_id) + ',"offset":'
+        self._output_head = ('{"kind":"event","type":"output",' + self._prefix).encode()
+
+    def output_lines(
+        self, first_offset: int, timestamp: str, lines: list[bytes], stream: str
+    ) -> list[bytes]:
+        """``output`` events for raw lines numbered from ``first_offset``, byte for byte
+        what :meth:`output` gives for each (``Fragment`` pieces are ``continued``;
+        invalid UTF-8 is escaped).
+
+        The hot path of a flooding agent: a line of plain printable ASCII (most tool
+        output) is copied into its event as bytes, with no decoding, escaping or
+        re-encoding; only the others take the general path.
+        """
+        head = self._output_head
+        middle = (',"timestamp":"' + timestamp + '","stream":"' + stream + '","data":"').encode()
+        not_plain = _NOT_PLAIN.search
+        out: list[bytes] = []
+        offset = first_offset
+        for line in lines:
+            if type(line) is bytes and not_plain(line) is None:
+                out.append(b"".join((head, b"%d" % offset, middle, line, b'"}\n')))
+            else:
+                continued = isinstance(line, Fragment)
+                try:
+                    text, escaped = line.decode(), False
+                except UnicodeDecodeError:
+                    text, escaped = line.decode("utf-8", "backslashreplace"), True
+                out.append(self.output(offset, timestamp, text, stream, continued, escaped))
+            offset += 1
+        return out
 
     def output(
         self,

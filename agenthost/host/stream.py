@@ -128,20 +128,11 @@ class AgentStream:
 
     def publish_lines(self, lines: list[bytes], stream: str) -> None:
         """The hot path: one ``output`` event per raw line, no adapter involved."""
-        timestamp = now_rfc3339()
-        encode = self.encoder.output
+        first = self.ring.next_offset
+        chunks = self.encoder.output_lines(first, now_rfc3339(), lines, stream)
         append = self.ring.append
-        offset = first = self.ring.next_offset
-        chunks = []
-        for line in lines:
-            try:
-                data = encode(offset, timestamp, line.decode(), stream, type(line) is Fragment)
-            except UnicodeDecodeError:
-                text = line.decode("utf-8", "backslashreplace")
-                data = encode(offset, timestamp, text, stream, type(line) is Fragment, True)
+        for data in chunks:
             append(data, len(data))
-            chunks.append(data)
-            offset += 1
         self._commit(first, chunks)
 
     def publish_stdout(self, lines: list[bytes], adapter: Adapter) -> None:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.errors import ErrorCode, ProtocolError, VersionUnsupported
+from agenthost.linesplit import Fragment
 from agenthost.protocol import (
     MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
@@ -973,3 +974,36 @@ def test_stop_request_accepts_timeout(timeout: Any, expected: float) -> None:
     model = StopRequest.model_validate({"timeout": timeout})
     assert model.timeout == expected
     assert isinstance(model.timeout, float)
+
+
+_LINE_BYTES = st.one_of(
+    st.binary(max_size=40),  # anything: controls, quotes, invalid UTF-8
+    st.text(max_size=30).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    st.from_regex(rb"[ -~]{0,40}", fullmatch=True),  # plain printable ASCII: the fast path
+)
+
+
+@settings(max_examples=300)
+@given(
+    lines=st.lists(st.tuples(_LINE_BYTES, st.booleans()), max_size=12),
+    first=st.integers(min_value=1, max_value=10**12),
+    stream=st.sampled_from(["stdout", "stderr"]),
+)
+def test_output_lines_is_output_byte_for_byte(
+    lines: list[tuple[bytes, bool]], first: int, stream: str
+) -> None:
+    ts = "2026-01-01T00:00:00.000001Z"
+    raw = [Fragment(b) if fragment else b for b, fragment in lines]
+    encoder = EventEncoder('a"1')
+    got = encoder.output_lines(first, ts, raw, stream)
+    want = []
+    for i, line in enumerate(raw):
+        try:
+            text, escaped = line.decode(), False
+        except UnicodeDecodeError:
+            text, escaped = line.decode("utf-8", "backslashreplace"), True
+        want.append(encoder.output(first + i, ts, text, stream, type(line) is Fragment, escaped))
+    assert got == want
+    for i, data in enumerate(got):  # and each is a valid StreamEvent frame
+        event = decode_message(data)
+        assert isinstance(event, StreamEvent) and event.offset == first + i
