@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agenthost.agents import ADAPTERS, DEFAULT_AGENT
+from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
 from agenthost.cli.common import (
     handle_errors,
     home_option,
@@ -103,7 +103,7 @@ def daemon(
 @click.option(
     "--agent",
     "kind",
-    type=click.Choice(sorted(ADAPTERS)),
+    type=click.Choice(AGENT_KINDS),
     default=DEFAULT_AGENT,
     help="How the agent speaks (as for serve).",
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from agenthost.agents import ADAPTERS, DEFAULT_AGENT
+from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
 from agenthost.cli.common import (
     Exit,
     handle_errors,
@@ -34,7 +34,7 @@ def _parse_env(values: tuple[str, ...], option: str = "--env") -> dict[str, str]
 @click.option(
     "--agent",
     "kind",
-    type=click.Choice(sorted(ADAPTERS)),
+    type=click.Choice(AGENT_KINDS),
     default=DEFAULT_AGENT,
     help="How the agent speaks: demo (built-in, no API key) or lines (any command).",
 )

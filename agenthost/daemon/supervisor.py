@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import structlog
 
-from agenthost.agents import ADAPTERS
+from agenthost.agents import adapter_class
 from agenthost.client import AsyncClient, probe_host_async
 from agenthost.daemon.aio import cancel_all
 from agenthost.daemon.discovery import check_versions, end_from_log
@@ -423,5 +423,5 @@ class Supervisor:
 
 
 def _resumable(kind: str) -> bool:
-    adapter = ADAPTERS.get(kind)
+    adapter = adapter_class(kind)
     return adapter is not None and adapter.resumable

@@ -15,6 +15,8 @@ def run_host(config: HostConfig) -> None:
     host = Host(config)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         # Everything imported so far lives as long as the process: keep it out of the
-        # cyclic collector's generations so collections stay short.
+        # cyclic collector's generations so collections stay short. (The CLI turned
+        # the collector off while importing: on again from here.)
         gc.freeze()
+        gc.enable()
         runner.run(host.run())

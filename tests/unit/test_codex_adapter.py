@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agenthost.agents import ADAPTERS, make_adapter
+from agenthost.agents import adapter_class, make_adapter
 from agenthost.agents.base import (
     DEFERRED,
     AdapterEvent,
@@ -552,7 +552,7 @@ def test_bad_options(params: dict[str, str], message: str) -> None:
 
 
 def test_registered_and_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ADAPTERS["codex"] is CodexAdapter and CodexAdapter.resumable
+    assert adapter_class("codex") is CodexAdapter and CodexAdapter.resumable
     monkeypatch.delenv(BINARY_ENV, raising=False)
     assert CodexAdapter().build_command([]) == ["codex", "app-server"]
     monkeypatch.setenv(BINARY_ENV, "/opt/codex")
