@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agenthost.protocol import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION
+from agenthost.protocol import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, PingResponse
 
 from conftest import HostFactory
 from hosttools import PY, RawConn, lines_agent, pid_gone, serve_argv, wait_for
@@ -42,6 +42,8 @@ def test_ping_status_list_fields(host_factory: HostFactory) -> None:
         assert p["min_protocol_version"] == MIN_PROTOCOL_VERSION == "1.0"
         assert re.match(r"^(\d+h)?(\d+m)?\d+s$", p["uptime"])
         assert RFC3339_Z.match(p["started_at"])
+        # the hand-built payload is exactly what the model would produce
+        assert PingResponse.model_validate(p).model_dump(mode="json", exclude_none=True) == p
         status = conn.request("host.status")["payload"]
         assert status["host"]["pid"] == host.pid
         assert status["host"]["socket_path"] == str(host.socket_path)
