@@ -197,6 +197,10 @@ class Host:
         """Serve until stopped. Raise HostAlreadyRunning or ConfigError before serving."""
         self._shutdown = asyncio.Event()
         ensure_private_dir(hosts_dir(self.config.home))
+        # Once the lock is held, a daemon that finds no socket may send SIGUSR1 ("re-
+        # create your socket"); its default action would kill a host still starting.
+        # The socket is about to be bound anyway: ignore it until the handler is in.
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         self.lock.acquire()
         try:
             # We hold the lock, so a socket file at our path is a dead host's leftover.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 
 import uvloop
 
@@ -19,4 +20,9 @@ def run_host(config: HostConfig) -> None:
         # the collector off while importing: on again from here.)
         gc.freeze()
         gc.enable()
-        runner.run(host.run())
+        try:
+            runner.run(host.run())
+        finally:
+            # Closing the loop puts SIGUSR1 back to its default action (terminate):
+            # a late "re-create your socket" must not turn a clean exit into a kill.
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)

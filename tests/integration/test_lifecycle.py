@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from agenthost.protocol import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, PingResponse
+from agenthost.journal import JournalConfig, JournalWriter, SyncPolicy
+from agenthost.paths import journal_dir
+from agenthost.protocol import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, EventEncoder, PingResponse
 
 from conftest import HostFactory
-from hosttools import PY, RawConn, lines_agent, pid_gone, serve_argv, wait_for
+from hosttools import DEADLINE, PY, RawConn, lines_agent, pid_gone, serve_argv, wait_for
 
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 CAT = ["cat"]
@@ -239,6 +242,62 @@ def test_sighup_is_ignored(host_factory: HostFactory) -> None:
     with host.raw() as conn:
         assert conn.request("host.ping")["success"]
     assert host.alive() and not pid_gone(agent_pid)
+
+
+def test_sigusr1_while_the_host_starts_is_harmless(home: Path) -> None:
+    # A daemon sends SIGUSR1 to a host that holds its lock but has no socket: which
+    # is every host between taking its lock and binding. Signal it all along. A full
+    # journal segment to recover first (~16 MiB, as after a long session) makes that
+    # window last long enough for the signals to land in it.
+    writer = JournalWriter(journal_dir(home, "a1"), "a1", JournalConfig(sync=SyncPolicy.NONE))
+    writer.open()
+    encoder = EventEncoder("a1")
+    stamp = "2026-01-01T00:00:00.000000Z"
+    for first in range(1, 150_001, 1000):
+        lines = [b"x" * 60] * 1000
+        writer.append(b"".join(encoder.output_lines(first, stamp, lines, "stdout")), first, 1000)
+    writer.close()
+    proc = subprocess.Popen(
+        serve_argv(home, "a1", ["--agent", "lines"], CAT),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    lock = home / "hosts" / "a1.lock"
+    sock = home / "hosts" / "a1.sock"
+
+    def lock_held() -> bool:
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    def signalled_until_served() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"the host died: {proc.returncode}")
+        if lock_held():
+            proc.send_signal(signal.SIGUSR1)
+        try:
+            with RawConn(sock, timeout=2) as conn:
+                return bool(conn.request("host.ping")["success"])
+        except OSError:
+            return False
+
+    try:
+        wait_for(signalled_until_served, what="host serving while signalled")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(DEADLINE) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_sigusr1_recreates_a_deleted_socket(host_factory: HostFactory) -> None:
