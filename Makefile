@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
 ## Run the built-in demo agent in a host and attach to it (Ctrl-C detaches).
@@ -33,7 +33,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-## The throughput / latency / memory / start-up harness (writes docs/performance.md).
+## The throughput / latency / memory / start-up harness and the goals of issue 8
+## (writes docs/performance.md and its plots, docs/img/*.png; three to five minutes).
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 

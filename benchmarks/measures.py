@@ -221,10 +221,10 @@ def startup(procs: Procs, runs: int) -> dict[str, Any]:
         host = procs.start_host("lines", ["sleep", "infinity"])
         request(host.socket, "host.ping")
         done = time.monotonic_ns()
-        times = host.ps.cpu_times()
+        used = cpu_seconds([host.ps])
         ready.append((host.ready_ns - host.started_ns) / 1e6)
         pinged.append((done - host.started_ns) / 1e6)
-        cpu.append((times.user + times.system) * 1e3)
+        cpu.append(used * 1e3)
         procs.stop_host(host)
     return {
         "runs": runs,
@@ -256,3 +256,100 @@ def ping_rtt(host: Host, count: int, warmup: int = 50) -> dict[str, Any]:
     rtts.sort()
     p50, p99 = percentile(rtts, 50), percentile(rtts, 99)
     return {"count": count, "p50_us": p50, "p99_us": p99, "max_us": rtts[-1]}
+
+
+def attach_replay(procs: Procs, events: int, attaches: int, warmup: int = 3) -> dict[str, Any]:
+    """``host.attach`` at offset 0 on a host whose ring holds the whole stream: the time
+    from the send of the request to the receipt of the ``events``-th replayed event, in
+    ms, over ``attaches`` fresh connections (connecting is not timed).
+
+    The host runs the flood agent with a ring of ``2 * events`` events, floods ``events``
+    lines and waits until the end marker is in; so the stream (the state event, the
+    lines, the end marker: ``events + 2`` events) is all in the ring and the replay
+    needs no journal read. Every attach is checked: the response must succeed and not
+    be truncated, and the ``events``-th event after it must carry offset ``events``.
+    """
+    host = procs.start_host("lines", LINES_AGENT, ["--ring-size", str(2 * events)])
+    wait_state(host, ("running",))
+    request(host.socket, "host.send", {"input": trigger_text("lines", events, 0)})
+    # until the end marker is the newest event (wait_flood_over would also take the
+    # state event of a flood that has not begun yet)
+    deadline = time.monotonic() + 60
+    while not is_end("host", "lines", last_event(host)):
+        if time.monotonic() > deadline:
+            raise BenchError("the flood before the replay did not end")
+        time.sleep(0.02)  # polling interval
+    line = b'{"type":"host.attach","id":"r","payload":{"offset":0}}\n'
+    times, errors = [], []
+    buf = bytearray(1 << 18)
+    for i in range(warmup + attaches):
+        chunks = []
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            sock.connect(host.socket)
+            lines = 0
+            start = time.perf_counter_ns()
+            sock.sendall(line)
+            while lines <= events:  # the response line, then ``events`` events
+                got = sock.recv_into(buf)
+                if not got:
+                    break
+                lines += buf.count(b"\n", 0, got)
+                chunks.append(bytes(buf[:got]))
+            elapsed = time.perf_counter_ns() - start
+        received = b"".join(chunks).split(b"\n")
+        error = replay_error(received, events)
+        if error:
+            errors.append(f"attach {i}: {error}")
+        elif i >= warmup:
+            times.append(elapsed / 1e6)
+    procs.stop_host(host)
+    times.sort()
+    return {
+        "events": events,
+        "attaches": attaches,
+        "ring_size": 2 * events,
+        "complete": not errors,
+        "errors": errors[:10],
+        "p50_ms": statistics.median(times) if times else 0.0,
+        "p90_ms": percentile(times, 90),
+        "min_ms": times[0] if times else 0.0,
+        "max_ms": times[-1] if times else 0.0,
+    }
+
+
+def replay_error(lines: list[bytes], events: int) -> str | None:
+    """What is wrong with one replay (the response line, then the events), if anything."""
+    if len(lines) <= events:
+        return f"{len(lines) - 1} events received, {events} expected"
+    response = json.loads(lines[0])
+    if not response.get("success") or response["payload"].get("truncated"):
+        return f"attach response: {lines[0][:200]!r}"
+    first, last = json.loads(lines[1])["offset"], json.loads(lines[events])["offset"]
+    if (first, last) != (1, events):
+        return f"offsets {first}..{last} replayed, 1..{events} expected"
+    return None
+
+
+def pss_hosts(procs: Procs, count: int, settle: float) -> dict[str, Any]:
+    """``count`` idle hosts side by side (``lines`` agent ``sleep infinity``): the PSS,
+    RSS and USS of each host process (not its agent), in MiB. PSS charges each shared
+    page (the interpreter, libraries) to the processes sharing it in equal parts, so
+    its sum is what the hosts cost together."""
+    hosts = [procs.start_host("lines", ["sleep", "infinity"]) for _ in range(count)]
+    for host in hosts:
+        wait_state(host, ("running",))
+    time.sleep(settle)  # as for idle_rss: start-up garbage collected, pages settled
+    infos = [host.ps.memory_full_info() for host in hosts]
+    for host in hosts:
+        procs.stop_host(host)
+
+    def stats(values: list[float]) -> dict[str, float]:
+        return {"mean": statistics.fmean(values), "max": max(values), "min": min(values)}
+
+    return {
+        "hosts": count,
+        "pss_mib": stats([i.pss / MiB for i in infos]),
+        "rss_mib": stats([i.rss / MiB for i in infos]),
+        "uss_mib": stats([i.uss / MiB for i in infos]),
+    }

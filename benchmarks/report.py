@@ -1,12 +1,16 @@
-"""Render results: the summary, the figures tables, and docs/performance.md."""
+"""Render results: the summary, the goals, the figures tables, and docs/performance.md."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from docs_text import ABOUT, HOW, NOTES
+from docs_text import ABOUT, GOALS_NOTE, HOW, NOTES, PLACEHOLDER, UNMET, UNMET_REASONS
+from plots import LATENCY, THROUGHPUT
 
 COMMAND = "make bench"
+MB = 1e6  # the goals' memory unit, read strictly: 1 MB = 10^6 bytes, a little under 1 MiB
+MiB = 1 << 20
+NOT_MEASURED = "not measured"
 
 
 def _row(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
@@ -17,7 +21,7 @@ def _row(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
-    """Completeness of every run and the host/relay ratios."""
+    """Completeness of every run, the goals and the host/relay ratios."""
     rows = results["throughput"] + results["latency"] + results.get("journal", [])
     ratios: dict[str, float] = {}
     for host in results["throughput"]:
@@ -32,14 +36,19 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         if host["system"] == "host" and relay:
             name = f"latency_{host['rate']}_{host['clients']}_clients_p50"
             ratios[name] = host["latency_us"]["p50"] / max(relay["latency_us"]["p50"], 1e-9)
+    incomplete = [
+        {k: r.get(k) for k in ("kind", "rate", "clients", "system", "errors")}
+        for r in rows
+        if not r["complete"]
+    ]
+    replay = results.get("replay")
+    if replay and not replay["complete"]:
+        incomplete.append({"kind": "attach replay", "errors": replay["errors"]})
     return {
-        "complete": all(r["complete"] for r in rows),
+        "complete": not incomplete,
+        "goals": goals(results),
         "default_ring_dropped": sum(r["dropped"] for r in results["default_ring"]),
-        "incomplete_runs": [
-            {k: r.get(k) for k in ("kind", "rate", "clients", "system", "errors")}
-            for r in rows
-            if not r["complete"]
-        ],
+        "incomplete_runs": incomplete,
         "ratios": {
             **{k: round(v, 3) for k, v in ratios.items()},
             **{
@@ -54,6 +63,231 @@ def _n(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def _mb(mib: float) -> str:
+    """A memory figure in the goals' unit (MB), with MiB, the other tables' unit."""
+    return f"{mib * MiB / MB:.1f} MB ({mib:.1f} MiB)"
+
+
+def _goal(
+    key: str,
+    figure: str,
+    goal: str,
+    measured: str = NOT_MEASURED,
+    relay: str = "–",
+    parts: list[tuple[str, bool]] | None = None,
+) -> dict[str, Any]:
+    """One row of the goals table. ``parts``: each condition of the goal and whether it
+    holds (None: not measured); a run that was incomplete fails its goal."""
+    return {
+        "key": key,
+        "figure": figure,
+        "goal": goal,
+        "measured": measured,
+        "relay": relay,
+        "met": None if parts is None else all(ok for _, ok in parts),
+        "failed": [name for name, ok in parts or [] if not ok],
+        "parts": len(parts or []),
+    }
+
+
+def _complete(*rows: dict[str, Any]) -> list[tuple[str, bool]]:
+    return [("run complete", all(r["complete"] for r in rows))]
+
+
+def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The goals of issue 8, each with the measured figure and whether it is met.
+
+    "events/s" of the lines flood are agent lines/s (one event per line); memory goals
+    are in MB (10^6 bytes).
+    """
+    out = []
+    tp, lat = results.get("throughput", []), results.get("latency", [])
+
+    host = _row(tp, kind="lines", clients=10, system="host")
+    relay = _row(tp, kind="lines", clients=10, system="relay")
+    row = _goal(
+        "lines_10_clients",
+        "events/s to each of 10 clients (lines flood: 1 event per line, events/s = lines/s)",
+        "≥ 150,000/s and ≥ 60 % of the relay's line rate",
+    )
+    if host and relay:
+        ratio = host["lines_per_s"] / relay["lines_per_s"]
+        row = _goal(
+            row["key"],
+            row["figure"],
+            row["goal"],
+            f"{_n(host['lines_per_s'])}/s ({ratio:.0%} of the relay)",
+            f"{_n(relay['lines_per_s'])}/s",
+            [("≥ 150,000/s", host["lines_per_s"] >= 150_000), ("≥ 60 % of the relay", ratio >= 0.6)]
+            + _complete(host, relay),
+        )
+    out.append(row)
+
+    host = _row(tp, kind="lines", clients=1, system="host")
+    relay = _row(tp, kind="lines", clients=1, system="relay")
+    row = _goal("lines_1_client", "events/s to 1 client (lines flood)", "≥ 200,000/s")
+    if host and relay:
+        row = _goal(
+            row["key"],
+            row["figure"],
+            row["goal"],
+            f"{_n(host['lines_per_s'])}/s ({host['lines_per_s'] / relay['lines_per_s']:.0%} "
+            "of the relay)",
+            f"{_n(relay['lines_per_s'])}/s",
+            [("≥ 200,000/s", host["lines_per_s"] >= 200_000), *_complete(host, relay)],
+        )
+    out.append(row)
+
+    host = _row(lat, rate=10_000, clients=10, system="host")
+    relay = _row(lat, rate=10_000, clients=10, system="relay")
+    row = _goal(
+        "latency_p99", "p99 agent write -> client receipt at 10,000 events/s, 10 clients", "≤ 1 ms"
+    )
+    if host and relay:
+        p99 = host["latency_us"]["p99"]
+        row = _goal(
+            row["key"],
+            row["figure"],
+            row["goal"],
+            f"{p99 / 1000:.2f} ms",
+            f"{relay['latency_us']['p99'] / 1000:.2f} ms",
+            [("≤ 1 ms", p99 <= 1000), *_complete(host, relay)],
+        )
+    out.append(row)
+
+    ping = results.get("ping")
+    row = _goal("ping_p50", "host.ping round trip p50 (raw socket client)", "≤ 60 µs")
+    if ping:
+        row = _goal(
+            row["key"],
+            row["figure"],
+            row["goal"],
+            f"{ping['p50_us']:.0f} µs",
+            parts=[("≤ 60 µs", ping["p50_us"] <= 60)],
+        )
+    out.append(row)
+
+    replay = results.get("replay")
+    row = _goal(
+        "attach_replay",
+        "attach replay of 1000 events: host.attach sent -> 1000th event received (p50)",
+        "≤ 5 ms",
+    )
+    if replay:
+        row = _goal(
+            row["key"],
+            f"attach replay of {replay['events']:,} events: host.attach sent -> "
+            f"{replay['events']:,}th event received (p50 of {replay['attaches']})",
+            row["goal"],
+            f"{replay['p50_ms']:.2f} ms (p90 {replay['p90_ms']:.2f} ms)",
+            parts=[("≤ 5 ms", replay["p50_ms"] <= 5), *_complete(replay)],
+        )
+    out.append(row)
+
+    start = results.get("startup")
+    row = _goal("startup", "`agenthost serve` exec -> socket answers ping (p50)", "≤ 150 ms")
+    if start:
+        ms = start["ping_ms"]
+        row = _goal(
+            row["key"],
+            f"`agenthost serve` exec -> socket answers ping (p50 of {start['runs']})",
+            row["goal"],
+            f"{ms['p50']:.0f} ms (p90 {ms['p90']:.0f} ms)",
+            parts=[("≤ 150 ms", ms["p50"] <= 150)],
+        )
+    out.append(row)
+
+    mem, pss = results.get("memory", {}), results.get("pss")
+    row = _goal(
+        "memory",
+        "idle host RSS; PSS per host with 20 hosts",
+        "RSS ≤ 30 MB; PSS ≤ 20 MB",
+    )
+    if "host_lines_idle" in mem and pss:
+        rss_mib, pss_mib = mem["host_lines_idle"]["rss_mib"], pss["pss_mib"]
+        row = _goal(
+            row["key"],
+            f"idle host RSS (`lines` agent `sleep infinity`); PSS per host with "
+            f"{pss['hosts']} idle hosts (mean, max)",
+            row["goal"],
+            f"RSS {_mb(rss_mib)}; PSS {_mb(pss_mib['mean'])}, "
+            f"max {pss_mib['max'] * MiB / MB:.1f} MB",
+            f"RSS {_mb(mem['relay_idle']['rss_mib'])}, a bare Python process",
+            [
+                ("RSS", rss_mib * MiB <= 30 * MB),
+                ("PSS", pss_mib["mean"] * MiB <= 20 * MB),
+            ],
+        )
+    out.append(row)
+
+    dmn = results.get("daemon")
+    row = _goal(
+        "daemon_restart",
+        "daemon restart -> 100 hosts rediscovered and reattached",
+        "≤ 250 ms",
+    )
+    if dmn:
+        row = _goal(
+            row["key"],
+            f"daemon restart -> {dmn['hosts']} hosts rediscovered and reattached: exec of the "
+            f"new daemon -> READY=1 (median of {dmn['repeat']})",
+            row["goal"],
+            f"{dmn['ready_ms']:,.0f} ms (of which reconcile, scan -> all reattached: "
+            f"{dmn['reconcile_ms']:,.0f} ms)",
+            parts=[("≤ 250 ms", dmn["ready_ms"] <= 250)],
+        )
+    out.append(row)
+
+    on = _row(results.get("journal", []), mode="sync interval (default)")
+    off = _row(results.get("journal", []), mode="off")
+    row = _goal(
+        "journal",
+        "journal on (default `interval` policy) vs off: events/s, lines flood, 1 client",
+        "≥ 80 %",
+    )
+    if on and off:
+        row = _goal(
+            row["key"],
+            row["figure"],
+            row["goal"],
+            f"{on['ratio_to_off']:.0%} ({_n(on['lines_per_s'])} vs {_n(off['lines_per_s'])}/s)",
+            parts=[("≥ 80 %", on["ratio_to_off"] >= 0.8), *_complete(on, off)],
+        )
+    out.append(row)
+    return out
+
+
+def _met(goal: dict[str, Any]) -> str:
+    if goal["met"] is None:
+        return NOT_MEASURED
+    if goal["met"]:
+        return "yes"
+    return "**no**" + (f" ({', '.join(goal['failed'])})" if goal["parts"] > 1 else "")
+
+
+def goals_table(results: dict[str, Any]) -> str:
+    """The issue's goals: figure | goal | measured | relay | met?"""
+    lines = ["| figure | goal | measured | relay | met? |", "|---|---|---|---|---|"]
+    for goal in results["summary"]["goals"]:
+        lines.append(
+            f"| {goal['figure']} | {goal['goal']} | {goal['measured']} | {goal['relay']} "
+            f"| {_met(goal)} |"
+        )
+    return "\n".join(lines)
+
+
+def unmet(results: dict[str, Any]) -> str:
+    """The goals this run did not meet, each with its reason or a marked placeholder."""
+    missed = [g for g in results["summary"]["goals"] if g["met"] is False]
+    if not missed:
+        return "Every goal that was measured was met in this run."
+    lines = [UNMET, ""]
+    for goal in missed:
+        reason = UNMET_REASONS.get(goal["key"], PLACEHOLDER.format(key=goal["key"]))
+        lines.append(f"- **{goal['figure']}**: {goal['measured']}; goal {goal['goal']}. {reason}")
+    return "\n".join(lines)
+
+
 def _ok(row: dict[str, Any]) -> str:
     return "yes" if row["complete"] else "**NO**"
 
@@ -62,8 +296,9 @@ def throughput_table(results: dict[str, Any]) -> str:
     """Full-speed floods, host vs relay."""
     lines = [
         "| flood | clients | host lines/s | host events/s | relay lines/s | host ÷ relay "
-        "| host CPU µs/line | relay CPU µs/line | host CPU busy | all events received |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| host CPU µs/line | relay CPU µs/line | host CPU busy | clients CPU busy (host run) "
+        "| all events received |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     rows = results["throughput"]
     for host in rows:
@@ -77,7 +312,8 @@ def throughput_table(results: dict[str, Any]) -> str:
             f"| {host['kind']} | {host['clients']} | {_n(host['lines_per_s'])} "
             f"| {_n(host['events_per_s'])} | {_n(relay['lines_per_s'])} | {ratio:.2f} "
             f"| {host['server_cpu_us_per_line']:.2f} | {relay['server_cpu_us_per_line']:.2f} "
-            f"| {100 * host['server_cpu_util']:.0f}% | {ok} |"
+            f"| {100 * host['server_cpu_util']:.0f}% "
+            f"| {100 * host['clients_cpu_s'] / host['duration_s']:.0f}% | {ok} |"
         )
     return "\n".join(lines)
 
@@ -155,11 +391,52 @@ def other_table(results: dict[str, Any]) -> str:
             "start-up, exec -> first host.ping answered (p50 / p90)",
             f"{start['ping_ms']['p50']:.0f} / {start['ping_ms']['p90']:.0f} ms",
         ),
+        *(
+            [
+                (
+                    "start-up CPU: host CPU time from exec to the first ping answered "
+                    "(p50 / min; a busy machine inflates it less than wall time)",
+                    f"{start['cpu_ms']['p50']:.0f} / {start['cpu_ms']['min']:.0f} ms",
+                )
+            ]
+            if "cpu_ms" in start
+            else []
+        ),
         (
             f"host.ping round trip (p50 / p99 of {_n(ping['count'])})",
             f"{ping['p50_us']:.0f} / {ping['p99_us']:.0f} µs",
         ),
     ]
+    pss, replay, dmn = results.get("pss"), results.get("replay"), results.get("daemon")
+    if pss:
+        p, r, u = pss["pss_mib"], pss["rss_mib"], pss["uss_mib"]
+        rows.append(
+            (
+                f"{pss['hosts']} idle hosts side by side: PSS per host (mean / max)",
+                f"{p['mean']:.1f} / {p['max']:.1f} MiB (RSS {r['mean']:.1f} / {r['max']:.1f}, "
+                f"USS {u['mean']:.1f} / {u['max']:.1f})",
+            )
+        )
+    if replay:
+        rows.append(
+            (
+                f"attach replay of {replay['events']:,} events from the ring, sent -> last "
+                f"received (p50 / p90 of {replay['attaches']})",
+                f"{replay['p50_ms']:.2f} / {replay['p90_ms']:.2f} ms",
+            )
+        )
+    if dmn:
+        rows += [
+            (
+                f"daemon restart, {dmn['hosts']} hosts: exec -> READY=1, all reattached "
+                f"(median of {dmn['repeat']})",
+                f"{dmn['ready_ms']:,.0f} ms",
+            ),
+            (
+                f"daemon restart, {dmn['hosts']} hosts: reconcile, scan -> all reattached",
+                f"{dmn['reconcile_ms']:,.0f} ms",
+            ),
+        ]
     lines = ["| figure | value |", "|---|--:|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
     return "\n".join(lines)
@@ -169,6 +446,9 @@ def tables(results: dict[str, Any]) -> str:
     """All figures as Markdown tables (also what the terminal shows)."""
     parts = [f"Note: {results['note']}"] if results.get("note") else []
     parts += [
+        "Goals:",
+        goals_table(results),
+        unmet(results),
         "Throughput (full-speed flood, agent stdout -> every client):",
         throughput_table(results),
         "The same floods with the default ring (1000 events):",
@@ -177,7 +457,7 @@ def tables(results: dict[str, Any]) -> str:
         journal_table(results),
         "Latency (paced flood, agent write -> client receipt):",
         latency_table(results),
-        "Memory, start-up, ping:",
+        "Memory, start-up, ping, attach replay, daemon restart:",
         other_table(results),
     ]
     problems = results["summary"]["incomplete_runs"]
@@ -210,20 +490,26 @@ def reading(results: dict[str, Any]) -> str:
     """The few sentences under the figures that depend on them."""
     rows = results["throughput"]
     sentences = ["What this run says:", ""]
+    words = {1: "one client", 10: "ten", 100: "a hundred"}
     for kind, what, unit in (("lines", "plain lines", "lines"), ("demo", "demo", "messages")):
-        one = _row(rows, kind=kind, clients=1, system="host")
-        ten = _row(rows, kind=kind, clients=10, system="host")
-        r1 = _row(rows, kind=kind, clients=1, system="relay")
-        r10 = _row(rows, kind=kind, clients=10, system="relay")
-        if not (one and ten and r1 and r10):
+        pairs = [
+            (host, relay)
+            for host in rows
+            if host["kind"] == kind
+            and host["system"] == "host"
+            and (relay := _row(rows, kind=kind, clients=host["clients"], system="relay"))
+        ]
+        if not pairs:
             continue
+        moved = [
+            f"{_n(h['lines_per_s'])} {unit}/s to {words.get(h['clients'], h['clients'])} "
+            f"({h['lines_per_s'] / r['lines_per_s']:.2f}× the relay)"
+            for h, r in pairs
+        ]
+        cpu = [f"{h['server_cpu_us_per_line']:.1f}" for h, _ in pairs]
         sentences.append(
-            f"- {what.capitalize()} flood: the host moved {_n(one['lines_per_s'])} {unit}/s to "
-            f"one client ({one['lines_per_s'] / r1['lines_per_s']:.2f}× the relay) and "
-            f"{_n(ten['lines_per_s'])} {unit}/s to ten "
-            f"({ten['lines_per_s'] / r10['lines_per_s']:.2f}× the relay), spending "
-            f"{one['server_cpu_us_per_line']:.1f} and {ten['server_cpu_us_per_line']:.1f} µs "
-            f"of host CPU per agent {unit[:-1]}."
+            f"- {what.capitalize()} flood: the host moved {_and(moved)}, spending "
+            f"{_and(cpu)} µs of host CPU per agent {unit[:-1]}."
         )
     for row in results["default_ring"]:
         if row["dropped"]:
@@ -258,8 +544,26 @@ def reading(results: dict[str, Any]) -> str:
     return "\n".join(sentences)
 
 
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _numbers(values: list[int]) -> str:
+    return _and([f"{v:,}".replace(",", " ") for v in values])
+
+
+def how(config: dict[str, Any]) -> str:
+    """The method, with the run's sizes."""
+    return HOW.format(
+        **config,
+        clients_text=_numbers(config["clients"]),
+        latency_clients_text=_numbers(config["latency_clients"]),
+        rates_text=_numbers(config["rates"]),
+    )
+
+
 def document(results: dict[str, Any]) -> str:
-    """docs/performance.md."""
+    """docs/performance.md (the plots are expected in docs/img, next to it)."""
     return (
         "\n\n".join(
             [
@@ -268,16 +572,25 @@ def document(results: dict[str, Any]) -> str:
                 "## Machine",
                 machine_table(results),
                 "## What is measured, and how",
-                HOW.format(**results["config"]),
+                how(results["config"]),
                 "## Figures",
                 *([f"> **Note:** {results['note']}"] if results.get("note") else []),
+                "### Goals",
+                goals_table(results),
+                GOALS_NOTE,
+                "### Where goals are not met",
+                unmet(results),
                 "### Throughput (full-speed flood, agent stdout -> every client)",
                 throughput_table(results),
+                f"![Throughput against the number of clients, host and relay](img/{THROUGHPUT})",
                 "### The same floods with the default ring (1000 events)",
                 default_ring_table(results),
+                "### Journal (lines flood, 1 client)",
+                journal_table(results),
                 "### Latency (paced flood, agent write -> client receipt)",
                 latency_table(results),
-                "### Memory, start-up, ping",
+                f"![Latency percentiles against the event rate, host and relay](img/{LATENCY})",
+                "### Memory, start-up, ping, attach replay, daemon restart",
                 other_table(results),
                 "## Reading the numbers",
                 reading(results),

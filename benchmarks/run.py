@@ -1,18 +1,21 @@
-"""agenthost benchmark harness: throughput, latency, memory, start-up, ping.
+"""agenthost benchmark harness: throughput, latency, memory, start-up, ping, attach
+replay, daemon restart, and the issue's goals.
 
 ``make bench`` (= ``.venv/bin/python benchmarks/run.py``) runs everything, prints the
 figures, writes ``benchmarks/results/<timestamp>.json`` and rewrites
-``docs/performance.md``. ``--quick`` runs tiny sizes (a smoke test, not figures; it
-never touches the docs),
-``--out`` names the JSON file, ``--no-docs`` leaves docs/performance.md alone,
+``docs/performance.md`` and its plots ``docs/img/*.png``. ``--quick`` runs tiny sizes
+(a smoke test, not figures; it never touches the docs),
+``--out`` names the JSON file, ``--no-docs`` leaves docs/ alone, ``--plots DIR`` puts
+the PNGs there (default: docs/img with the docs, else next to the results JSON),
 ``--note TEXT`` adds a remark above the figures, ``--render RESULTS.json`` measures
-nothing and re-renders the tables and the page from a results file.
+nothing and re-renders the tables, the plots and the page from a results file.
 See benchmarks/README.md for what each figure means.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -25,7 +28,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+import daemon
 import measures
+import plots
 import psutil
 import report
 from procs import FLOOD, BenchError, Host, Procs
@@ -40,12 +45,18 @@ class Config:
     lines_count: int = 200_000
     demo_count: int = 20_000
     repeat: int = 5
-    clients: tuple[int, ...] = (1, 10)
-    rates: tuple[int, ...] = (1_000, 10_000)
+    clients: tuple[int, ...] = (1, 10, 100)  # throughput and default ring
+    latency_clients: tuple[int, ...] = (1, 10)
+    rates: tuple[int, ...] = (1_000, 5_000, 10_000)
     latency_seconds: float = 3.0
     startup_runs: int = 10
     pings: int = 5_000
     settle: float = 1.0
+    replay_events: int = 1_000
+    replays: int = 50
+    pss_hosts: int = 20
+    daemon_hosts: int = 100
+    daemon_repeat: int = 5
 
 
 QUICK = Config(
@@ -56,7 +67,12 @@ QUICK = Config(
     startup_runs=3,
     pings=200,
     settle=0.2,
+    replays=5,
+    pss_hosts=3,
+    daemon_hosts=3,
+    daemon_repeat=1,
 )
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def log(message: str) -> None:
@@ -196,7 +212,7 @@ def latency(procs: Procs, cfg: Config) -> list[dict[str, Any]]:
     rows = []
     for rate in cfg.rates:
         count = max(100, int(rate * cfg.latency_seconds))
-        for clients in cfg.clients:
+        for clients in cfg.latency_clients:
             for system in ("host", "relay"):
                 if system == "host":
                     result = measures.host_flood(procs, host, "lines", clients, count, rate)
@@ -213,6 +229,27 @@ def latency(procs: Procs, cfg: Config) -> list[dict[str, Any]]:
     return rows
 
 
+def daemon_restart(hosts: int, repeat: int) -> dict[str, Any]:
+    """``benchmarks/daemon.py``'s measurement for one size: a daemon follows ``hosts``
+    hosts, is killed (SIGKILL) and started again ``repeat`` times; medians (ms) of exec
+    -> READY=1 (every host reattached), of exec -> first ``daemon.ping`` answered, and
+    of the daemon's own reconcile figure (scan -> every attach answered).
+
+    The hosts outlive the daemons that are killed: this process becomes their reaper
+    (as init or the service manager would be) for the measurement only; it runs last,
+    when every other process of the run has been waited for.
+    """
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    bench = daemon.Bench()
+    try:
+        (row,) = daemon.measure(bench, [hosts], repeat)
+    finally:
+        bench.close()
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    return {"repeat": repeat, **row}
+
+
 def collect(procs: Procs, cfg: Config) -> dict[str, Any]:
     """Run every measurement."""
     results: dict[str, Any] = {"machine": machine(), "config": asdict(cfg)}
@@ -224,10 +261,21 @@ def collect(procs: Procs, cfg: Config) -> dict[str, Any]:
         "host_demo_idle": measures.idle_rss(procs, "demo", cfg.settle),
         "relay_idle": measures.relay_idle_rss(procs, cfg.settle),
     }
+    log(f"memory of {cfg.pss_hosts} idle hosts ...")
+    results["pss"] = measures.pss_hosts(procs, cfg.pss_hosts, cfg.settle)
+    pss = results["pss"]["pss_mib"]
+    log(f"  PSS per host {pss['mean']:.1f} MiB (max {pss['max']:.1f})")
     log("ping ...")
     host = procs.start_host("lines", ["sleep", "infinity"])
     results["ping"] = measures.ping_rtt(host, cfg.pings)
     procs.stop_host(host)
+    log(f"attach replay of {cfg.replay_events} events ...")
+    results["replay"] = measures.attach_replay(procs, cfg.replay_events, cfg.replays)
+    replay = results["replay"]
+    log(
+        f"  p50 {replay['p50_ms']:.2f} ms, p90 {replay['p90_ms']:.2f} ms"
+        + ("" if replay["complete"] else f"  INCOMPLETE: {replay['errors'][:2]}")
+    )
     results["throughput"], results["default_ring"] = [], []
     for kind in ("lines", "demo"):
         log(f"{kind} flood throughput ...")
@@ -239,6 +287,8 @@ def collect(procs: Procs, cfg: Config) -> dict[str, Any]:
     results["journal"] = journal(procs, cfg)
     log("latency ...")
     results["latency"] = latency(procs, cfg)
+    log(f"daemon restart with {cfg.daemon_hosts} hosts ...")
+    results["daemon"] = daemon_restart(cfg.daemon_hosts, cfg.daemon_repeat)
     results["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     return results
 
@@ -253,7 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--out", type=Path, help="results JSON path")
-    parser.add_argument("--no-docs", action="store_true", help="do not write docs/performance.md")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/ (page, plots)")
+    parser.add_argument(
+        "--plots", type=Path, metavar="DIR", help="write the PNG plots here (default: see above)"
+    )
     parser.add_argument("--note", help="a remark shown at the top of the figures")
     parser.add_argument(
         "--render", type=Path, metavar="JSON", help="measure nothing: render this results file"
@@ -261,9 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render:
         results = json.loads(args.render.read_text())
+        # a results file from before a setting existed: the defaults (its sections
+        # that were not measured say so)
+        results["config"] = {**asdict(Config()), **results["config"]}
         if args.note is not None:
             results["note"] = args.note
-        return publish(results, None, not args.no_docs)
+        return publish(results, None, not args.no_docs, args.plots)
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
     cfg = QUICK if args.quick else Config()
@@ -284,18 +340,32 @@ def main(argv: list[str] | None = None) -> int:
     results["seconds"] = round(time.monotonic() - t0, 1)
     out = args.out or ROOT / "benchmarks" / "results" / f"{started:%Y%m%d-%H%M%S}.json"
     if args.quick and not args.no_docs:
-        log("--quick: docs/performance.md left alone (its figures would mean nothing)")
-    return publish(results, out, not (args.no_docs or args.quick))
+        log("--quick: docs/ left alone (its figures would mean nothing)")
+    return publish(results, out, not (args.no_docs or args.quick), args.plots)
 
 
-def publish(results: dict[str, Any], out: Path | None, docs: bool) -> int:
-    """Write the results JSON (if ``out``), print the tables, write the docs page."""
+def publish(results: dict[str, Any], out: Path | None, docs: bool, plot_dir: Path | None) -> int:
+    """Write the results JSON (if ``out``), print the tables, draw the plots, write the
+    docs page. The plots go to ``plot_dir``, else to docs/img with the docs, else next
+    to the results JSON (``<name>-plots/``); a render without docs or JSON draws none
+    unless asked."""
     results["summary"] = report.summary(results)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2) + "\n")
         log(f"results: {out}")
     print(report.tables(results), flush=True)
+    if plot_dir is None and docs:
+        plot_dir = ROOT / "docs" / "img"
+    elif plot_dir is None and out is not None:
+        plot_dir = out.with_name(out.stem + "-plots")
+    if plot_dir is not None:
+        try:
+            paths = plots.render(results, plot_dir)
+        except BenchError as exc:
+            log(f"no plots: {exc}")
+            return 1
+        log(f"plots: {', '.join(str(p) for p in paths)}")
     if docs:
         path = ROOT / "docs" / "performance.md"
         path.write_text(report.document(results))

@@ -1,12 +1,14 @@
 """Smoke test of the benchmark harness (benchmarks/run.py --quick).
 
-It checks that a tiny run completes and that its results JSON has every figure with a
-sane type; it never asserts a speed, and it must not rewrite docs/performance.md.
+It checks that a tiny run completes, that its results JSON has every figure with a
+sane type, that the goals table has every goal, and that the plots are valid PNG files;
+it never asserts a speed, and it must not rewrite docs/performance.md or its plots.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +17,27 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "run.py"
 DOCS = ROOT / "docs" / "performance.md"
+PLOTS = ROOT / "docs" / "img"
+PNG = b"\x89PNG\r\n\x1a\n"
+GOALS = [
+    "lines_10_clients",
+    "lines_1_client",
+    "latency_p99",
+    "ping_p50",
+    "attach_replay",
+    "startup",
+    "memory",
+    "daemon_restart",
+    "journal",
+]
 
 
 def _snapshot(path: Path) -> bytes | None:
     return path.read_bytes() if path.exists() else None
+
+
+def _snapshot_dir(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in path.glob("*")} if path.is_dir() else {}
 
 
 def _positive(value: Any) -> bool:
@@ -28,7 +47,7 @@ def _positive(value: Any) -> bool:
 def _check_throughput(rows: list[dict[str, Any]]) -> None:
     seen = {(r["kind"], r["clients"], r["system"]) for r in rows}
     assert seen == {
-        (k, c, s) for k in ("lines", "demo") for c in (1, 10) for s in ("host", "relay")
+        (k, c, s) for k in ("lines", "demo") for c in (1, 10, 100) for s in ("host", "relay")
     }
     for row in rows:
         assert row["complete"] is True, row["errors"]
@@ -41,7 +60,8 @@ def _check_throughput(rows: list[dict[str, Any]]) -> None:
 
 def _check_latency(rows: list[dict[str, Any]]) -> None:
     seen = {(r["rate"], r["clients"], r["system"]) for r in rows}
-    assert seen == {(r, c, s) for r in (1000, 10000) for c in (1, 10) for s in ("host", "relay")}
+    rates = (1000, 5000, 10000)
+    assert seen == {(r, c, s) for r in rates for c in (1, 10) for s in ("host", "relay")}
     for row in rows:
         assert row["complete"] is True, row["errors"]
         latency = row["latency_us"]
@@ -49,24 +69,64 @@ def _check_latency(rows: list[dict[str, Any]]) -> None:
         assert _positive(latency["p50"]) and latency["p99"] >= latency["p50"]
 
 
+def _check_new_figures(results: dict[str, Any]) -> None:
+    """Attach replay, PSS of idle hosts side by side, daemon restart."""
+    replay = results["replay"]
+    assert replay["complete"] is True, replay["errors"]
+    assert replay["events"] == 1000 and replay["attaches"] == results["config"]["replays"]
+    assert 0 < replay["min_ms"] <= replay["p50_ms"] <= replay["p90_ms"] <= replay["max_ms"]
+    pss = results["pss"]
+    assert pss["hosts"] == results["config"]["pss_hosts"] >= 2
+    for key in ("pss_mib", "rss_mib", "uss_mib"):
+        assert 0 < pss[key]["min"] <= pss[key]["mean"] <= pss[key]["max"], key
+    assert pss["pss_mib"]["max"] <= pss["rss_mib"]["max"]
+    daemon = results["daemon"]
+    assert daemon["hosts"] == results["config"]["daemon_hosts"]
+    assert len(daemon["runs"]) == daemon["repeat"] >= 1
+    assert daemon["ping_ms"] >= daemon["ready_ms"] >= daemon["reconcile_ms"] > 0
+
+
+def _check_goals(goals: list[dict[str, Any]]) -> None:
+    assert [g["key"] for g in goals] == GOALS
+    for goal in goals:
+        assert isinstance(goal["met"], bool), goal  # every goal measured, met or not
+        assert goal["figure"] and goal["goal"] and goal["measured"] != "not measured"
+        assert goal["met"] == (not goal["failed"])
+
+
+def _check_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG, path
+    assert data[12:16] == b"IHDR", path
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 100 and height > 100, (path, width, height)
+
+
 def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
-    docs_before = _snapshot(DOCS)
+    img = tmp_path / "img"
+    docs_before, plots_before = _snapshot(DOCS), _snapshot_dir(PLOTS)
     proc = subprocess.run(
-        [sys.executable, str(RUN), "--quick", "--no-docs", "--out", str(out)],
+        [sys.executable, str(RUN), "--quick", "--no-docs", "--out", str(out), "--plots", str(img)],
         cwd=ROOT,
         capture_output=True,
-        timeout=120,  # a hang guard, not a speed assertion
+        timeout=150,  # a hang guard, not a speed assertion
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
     assert _snapshot(DOCS) == docs_before
+    assert _snapshot_dir(PLOTS) == plots_before
     results = json.loads(out.read_text())
+    assert sorted(p.name for p in img.iterdir()) == ["latency.png", "throughput.png"]
+    for path in img.iterdir():
+        _check_png(path)
 
     assert results["mode"] == "quick"
     assert results["summary"]["complete"] is True
     assert all(_positive(v) for v in results["summary"]["ratios"].values())
     _check_throughput(results["throughput"])
     _check_latency(results["latency"])
+    _check_new_figures(results)
+    _check_goals(results["summary"]["goals"])
     modes = [r["mode"] for r in results["journal"]]
     assert modes == ["off", "sync none", "sync interval (default)", "sync always"]
     for row in results["journal"]:
@@ -83,4 +143,5 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     assert _positive(ping["p50_us"]) and ping["p99_us"] >= ping["p50_us"]
     for key in ("cpu", "cores", "ram_gib", "kernel", "python", "uvloop"):
         assert results["machine"][key]
-    assert "Throughput" in proc.stdout.decode() and "Journal" in proc.stdout.decode()
+    stdout = proc.stdout.decode()
+    assert "Throughput" in stdout and "Journal" in stdout and "Goals" in stdout
