@@ -153,8 +153,14 @@ class AsyncClient:
         self._closed_error = None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         if self.check_version:
-            ping = await self.ping()
-            check_peer_version(ping.protocol_version, min_version=ping.min_protocol_version)
+            try:
+                ping = await self.ping()
+                check_peer_version(ping.protocol_version, min_version=ping.min_protocol_version)
+            except BaseException:
+                # a host we refuse (another major) must not keep our connection and read
+                # task alive: they leaked, unclosed, with the exception
+                await self.close()
+                raise
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         delay = 0.001

@@ -7,6 +7,7 @@ request payloads ignore them. All models are frozen.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
@@ -228,14 +229,30 @@ class HistoryRequest(PeerModel):
     after: StrictInt | None = Field(default=None, ge=0)
 
 
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _replace_lone_surrogates(text: str) -> str:
+    # JSON can carry a lone surrogate ("\ud83d": half an emoji, from a client that cut
+    # a string in the middle of a pair). It is not text: it cannot be encoded for the
+    # agent's stdin (the lines adapter failed with an internal error). It becomes
+    # U+FFFD, as in every frame the host writes, so the agent gets what clients see.
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text)
+    return text
+
+
 class SendRequest(PeerModel):
     """``host.send``: text for the agent.
 
     ``key`` (additive) makes a retried send idempotent: a second send with a key the
     host has already recorded is not applied again and answers with the first offset.
+    A lone surrogate in ``input`` becomes U+FFFD.
     """
 
-    input: StrictStr
+    input: Annotated[StrictStr, AfterValidator(_replace_lone_surrogates)]
     key: StrictStr | None = Field(default=None, max_length=200)
 
 

@@ -129,7 +129,10 @@ def gc(older_than: str, dry_run: bool, home: Path | None, as_json: bool) -> None
     base = journals_dir(root)
     for directory in sorted(base.iterdir()) if base.is_dir() else []:
         agent_id = agent_id_from_socket(directory.with_suffix(".sock"))
-        if agent_id is None or not directory.is_dir():
+        # A symlink is not a journal a host made (hosts create real directories): never
+        # follow it out of the home; rmtree() would also refuse it, and gc used to die
+        # on that with a traceback, leaving the journals after it unprocessed.
+        if agent_id is None or directory.is_symlink() or not directory.is_dir():
             continue
         newest = max((p.stat().st_mtime for p in directory.iterdir()), default=0.0)
         size = sum(p.stat().st_size for p in directory.iterdir())

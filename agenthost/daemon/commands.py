@@ -76,18 +76,19 @@ async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
         created_at=old.created_at if old else time.time(),
     )
     agent = sup.agents[agent_id] = Agent(record)
-    sup.registry.save(record)
     try:
+        # not recorded, not started (a full disk): refused, and the id stays free
+        sup.registry.save(record)
         host = await sup.spawner.spawn(spec)
     except AgentHostError as exc:
         record.status = AgentStatus.FAILED
         record.last_error = exc.message
-        sup.registry.save(record)
+        sup.save(record)
         raise
     record.status = AgentStatus.RUNNING
     record.host_pid = host.pid
     record.host_started_at = time.time()
-    sup.registry.save(record)
+    sup.save(record)  # the host runs: follow it even if this cannot be written now
     sup.hub.notice(NoticeType.AGENT_SPAWNED, agent_id, host_pid=host.pid, restarts=0)
     sup.start(agent, "follow")
     return SpawnResponse(
@@ -132,7 +133,7 @@ async def stop(sup: Supervisor, request: DaemonStopRequest) -> DaemonStopRespons
     if record.status != AgentStatus.STOPPED:
         record.status = AgentStatus.STOPPED
         record.next_restart_at = None
-        sup.registry.save(record)
+        sup.save(record)
     elapsed = time.monotonic() - started
     if result is None:
         return DaemonStopResponse(

@@ -72,24 +72,9 @@ async def reconcile(sup: Supervisor, *, attach_timeout: float = 10.0) -> Reconci
             else:
                 report.unreachable.append(agent_id)
         elif planned.step is Step.INCOMPATIBLE:
-            assert found is not None and found.status is not None
-            known = sup.agents.get(agent_id)
-            record = (
-                known.record
-                if known is not None
-                else AgentRecord(agent_id, AgentStatus.INCOMPATIBLE, managed=False)
-            )
-            record.status = AgentStatus.INCOMPATIBLE
-            record.host_version = found.status.host.version
-            record.host_protocol_version = found.status.host.protocol_version
-            sup.agents[agent_id] = sup.agents.get(agent_id) or Agent(record)
-            sup.registry.save(record)
+            assert found is not None
+            _mark_incompatible(sup, agent_id, found)
             report.incompatible.append(agent_id)
-            log.warning(
-                "host.incompatible",
-                agent_id=agent_id,
-                protocol_version=found.status.host.protocol_version,
-            )
         elif planned.step is Step.LOST:
             agent = sup.agents[agent_id]
             report.lost.append(agent_id)
@@ -147,7 +132,7 @@ def follow(sup: Supervisor, agent_id: str, found: HostProbe) -> Agent:
         live = found.kind is ProbeKind.LIVE
         record.status = AgentStatus.RUNNING if live else AgentStatus.UNREACHABLE
     record.host_pid = found.host_pid or record.host_pid
-    sup.registry.save(record)
+    sup.save(record)  # (a full disk must not keep the daemon from following it)
     sup.start(agent, "follow", found.status)
     return agent
 
@@ -182,11 +167,37 @@ async def scan_once(sup: Supervisor) -> None:
             if check_versions(found.status).compatible:
                 log.info("host.adopted", agent_id=agent_id)
                 follow(sup, agent_id, found)
+            elif agent is None or agent.record.status != AgentStatus.INCOMPATIBLE:
+                # as the start-up reconcile does: listed, never followed (a rescan used
+                # to skip it silently, so a host of another major started while the
+                # daemon ran was never reported)
+                _mark_incompatible(sup, agent_id, found)
         elif found.kind is ProbeKind.SOCKETLESS:
             if wake(home, agent_id):
                 log.info("host.woken", agent_id=agent_id)
         elif found.kind is ProbeKind.STALE and remove_stale(home, agent_id):
             log.info("host.stale_removed", agent_id=agent_id)
+
+
+def _mark_incompatible(sup: Supervisor, agent_id: str, found: HostProbe) -> None:
+    """Record a live host of another protocol major: listed, never followed."""
+    assert found.status is not None
+    known = sup.agents.get(agent_id)
+    record = (
+        known.record
+        if known is not None
+        else AgentRecord(agent_id, AgentStatus.INCOMPATIBLE, managed=False)
+    )
+    record.status = AgentStatus.INCOMPATIBLE
+    record.host_version = found.status.host.version
+    record.host_protocol_version = found.status.host.protocol_version
+    sup.agents[agent_id] = known or Agent(record)
+    sup.save(record)
+    log.warning(
+        "host.incompatible",
+        agent_id=agent_id,
+        protocol_version=found.status.host.protocol_version,
+    )
 
 
 def _check_socket(sup: Supervisor, agent: Agent) -> None:

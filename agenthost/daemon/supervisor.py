@@ -32,7 +32,12 @@ from agenthost.daemon.policy import Outcome, RestartDecision, decide, is_failure
 from agenthost.daemon.protocol import AgentStatus, DaemonAgent, NoticeType, RestartPolicy
 from agenthost.daemon.registry import AgentRecord, ExitRecord, Registry
 from agenthost.daemon.spawner import Spawner
-from agenthost.errors import AgentHostError, HostAlreadyRunning, VersionUnsupported
+from agenthost.errors import (
+    AgentHostError,
+    HostAlreadyRunning,
+    RegistryError,
+    VersionUnsupported,
+)
 from agenthost.paths import log_path
 from agenthost.protocol import FINAL_STATES, StatusResponse, StopResponse, StreamEvent
 
@@ -82,6 +87,8 @@ class Supervisor:
         self.probe_timeout = probe_timeout
         self.agents: dict[str, Agent] = {}
         self._dirty: set[str] = set()
+        self._unsaved: set[str] = set()  # rows a failed write could not record (yet)
+        self._unsaved_ends: list[tuple[str, ExitRecord]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.spawning: set[str] = set()
         """Agent ids a ``daemon.spawn`` is under way for."""
@@ -127,7 +134,7 @@ class Supervisor:
                 except VersionUnsupported as exc:
                     agent.record.status = AgentStatus.INCOMPATIBLE
                     agent.record.last_error = exc.message
-                    self.registry.save(agent.record)
+                    self.save(agent.record)
                     return
                 decision = self.end_run(agent, self._outcome(agent), "")
                 if not decision.restart:
@@ -182,16 +189,16 @@ class Supervisor:
             except HostAlreadyRunning:
                 log.info("restart.host_exists", agent_id=record.agent_id)
                 record.status = AgentStatus.RUNNING
-                self.registry.save(record)
+                self.save(record)
                 return True  # somebody started it meanwhile: follow that one
             except AgentHostError as exc:
                 log.warning("restart.failed", agent_id=record.agent_id, error=exc.message)
                 record.last_error = exc.message
                 decision = self._decide(record, failure=True, ran_for=0.0)
                 if not self._apply(record, decision):
-                    self.registry.save(record)
+                    self.save(record)
                     return False
-                self.registry.save(record)
+                self.save(record)
                 continue
             record.status = AgentStatus.RUNNING
             record.host_pid = host.pid
@@ -199,7 +206,7 @@ class Supervisor:
             record.next_restart_at = None
             record.state = ""
             record.exit_code = record.signal = record.ended_at = None
-            self.registry.save(record)
+            self.save(record)
             self.hub.notice(
                 NoticeType.AGENT_SPAWNED,
                 record.agent_id,
@@ -274,7 +281,11 @@ class Supervisor:
             record.status = AgentStatus.EXITED if outcome is Outcome.EXITED else AgentStatus.LOST
         record.host_pid = record.agent_pid = 0
         self._dirty.discard(record.agent_id)
-        self.registry.record_end(record, end)
+        try:
+            self.registry.record_end(record, end)
+        except RegistryError as exc:
+            self._write_failed(record.agent_id, exc)
+            self._unsaved_ends.append((record.agent_id, end))
         self.hub.notice(NoticeType.HOST_GONE, record.agent_id, status=record.status, reason=reason)
         log.info(
             "host.gone",
@@ -306,7 +317,7 @@ class Supervisor:
         agent.older = check_versions(status).older
         if agent.reattached_from is None:
             agent.reattached_from = attached.from_offset
-        self.registry.save(record)
+        self.save(record)
         self.hub.attached(
             agent_id,
             response.epoch,
@@ -336,7 +347,7 @@ class Supervisor:
             session = event.result.get("session_id")
             if isinstance(session, str) and session != record.session_id:
                 record.session_id = session
-                self.registry.save(record)
+                self.save(record)
         frame = event.model_dump_json(exclude_none=True).encode() + b"\n"
         self.hub.publish(agent_id, event.offset, frame)
 
@@ -346,7 +357,7 @@ class Supervisor:
             return
         agent.record.status = AgentStatus.UNREACHABLE
         agent.record.last_error = error
-        self.registry.save(agent.record)
+        self.save(agent.record)
         log.warning("host.unreachable", agent_id=agent_id, error=error)
 
     def _agent_exited(self, agent: Agent) -> None:
@@ -376,7 +387,7 @@ class Supervisor:
             record.ended_at = info.ended_at.timestamp() if info.ended_at else time.time()
             record.session_id = info.session_id or record.session_id
             record.last_error = info.last_error
-        self.registry.save(record)
+        self.save(record)
         self.hub.notice(
             NoticeType.AGENT_EXITED,
             agent_id,
@@ -397,12 +408,41 @@ class Supervisor:
                 await self.stop_host(agent_id, True, 5.0, "restart policy: a new host follows")
         elif decision.gave_up:  # say so now, not when the lingering host ends
             self._apply(record, decision)
-            self.registry.save(record)
+            self.save(record)
 
-    # --- positions ----------------------------------------------------------------------
+    # --- writing the registry --------------------------------------------------------------
+
+    def save(self, record: AgentRecord) -> None:
+        """Write an agent's row. While the registry cannot be written (a full disk), the
+        in-memory record stays the authority and the row is written by a later
+        :meth:`flush`: a failed write must not end a lifecycle or a follower (it used
+        to, and the daemon stopped following the agent)."""
+        try:
+            self.registry.save(record)
+        except RegistryError as exc:
+            self._write_failed(record.agent_id, exc)
+
+    def _write_failed(self, agent_id: str, exc: RegistryError) -> None:
+        if not self._unsaved:
+            log.error("registry.write_failed", agent_id=agent_id, error=exc.message)
+        self._unsaved.add(agent_id)
 
     def flush(self) -> int:
-        """Write the stream positions that moved since the last flush (one transaction)."""
+        """Write the stream positions that moved since the last flush (one transaction),
+        and the rows and ends earlier writes failed to record. Raise RegistryError if
+        the registry still cannot be written (nothing is forgotten: the next flush
+        tries again)."""
+        if self._unsaved:
+            records = [self.agents[a].record for a in self._unsaved if a in self.agents]
+            self.registry.save(*records)
+            self._unsaved.clear()
+            log.info("registry.write_recovered", agents=len(records))
+        while self._unsaved_ends:
+            agent_id, end = self._unsaved_ends[0]
+            agent = self.agents.get(agent_id)
+            if agent is not None:
+                self.registry.record_end(agent.record, end)
+            self._unsaved_ends.pop(0)
         if not self._dirty:
             return 0
         rows = []
@@ -411,8 +451,9 @@ class Supervisor:
             if agent is not None:
                 r = agent.record
                 rows.append((agent_id, r.epoch, r.last_offset, r.state))
-        self._dirty.clear()
-        return self.registry.save_positions(rows)
+        written = self.registry.save_positions(rows)
+        self._dirty.clear()  # only once written: a failed flush is retried, idle or not
+        return written
 
     async def close(self) -> None:
         """Stop following (hosts keep running) and write the last positions."""

@@ -129,6 +129,7 @@ class AgentProcess:
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._watchdog_fd: int | None = None
         self._reaped = False
+        self._killed = False  # SIGKILL was sent while the agent still ran
         self._returncode = 0
         self.status: ExitStatus | None = None
         self._done = asyncio.Event()
@@ -320,6 +321,7 @@ class AgentProcess:
         if not self.pid:
             return False
         if sig == signal.SIGKILL and not self._reaped:
+            self._killed = True
             self._kill_descendants()
         try:
             os.killpg(self.pid, sig)
@@ -370,7 +372,10 @@ class AgentProcess:
                 graceful = False
                 log.info("process.escalate", pid=self.pid, timeout=timeout)
                 self.signal_group(signal.SIGKILL)
-        return await self.exited(), graceful
+        status = await self.exited()
+        # A SIGKILL from elsewhere during the wait (a second SIGTERM to the host, a forced
+        # stop joining this one) makes it no more graceful than our own escalation.
+        return status, graceful and not self._killed
 
     # --- exit ----------------------------------------------------------------------------
 
@@ -396,6 +401,15 @@ class AgentProcess:
             return False
         return True
 
+    async def _wait_group_gone(self, timeout: float) -> None:
+        """Wait until no process of the agent's group is left, at most ``timeout`` s."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        delay = 0.005
+        while self._group_alive() and loop.time() < deadline:
+            await asyncio.sleep(delay)  # polling: a process group has no descriptor to wait on
+            delay = min(delay * 2, 0.05)
+
     async def _wait_pipes(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._pipes_done.wait(), timeout)
@@ -409,6 +423,10 @@ class AgentProcess:
             log.info("process.orphans", pid=self.pid, signal="SIGTERM")
             self.signal_group(signal.SIGTERM)
             await self._wait_pipes(ORPHAN_GRACE)
+            # Children that hold none of our pipes close nothing we could wait for: give
+            # them the grace too, or SIGKILL followed SIGTERM within a millisecond and a
+            # child cleaning up on SIGTERM never could.
+            await self._wait_group_gone(ORPHAN_GRACE)
             if self._group_alive():
                 log.info("process.orphans", pid=self.pid, signal="SIGKILL")
                 self.signal_group(signal.SIGKILL)

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import select
 import socket
 import stat
 import struct
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
@@ -64,6 +65,7 @@ JOURNAL_READ: Final = 256 << 10  # bytes per journal read when catching a client
 DEFAULT_MAX_QUEUE: Final = 16 << 20  # bytes queued per client before it lags
 HIGH_WATER: Final = 1 << 20  # transport pauses (and we stop reading requests) above this
 CLOSE_TIMEOUT: Final = 2.0
+HANGUP_POLL: Final = 1.0  # seconds between checks that a half-closed client is still there
 
 Reply = bytes | None | Awaitable[bytes]
 """What a handler returns: a response frame, None if it already wrote its response,
@@ -148,7 +150,19 @@ class Connection(asyncio.Protocol):
         if self._peer_closed():
             return False  # the transport closes itself
         self._close_if_done()
+        self._watch_hangup()
         return True
+
+    def _watch_hangup(self) -> None:
+        # After the client's EOF the loop reads nothing more from it, so when the client
+        # later closes its end too, only a failed write would tell: an idle stream
+        # writes nothing and its connection and descriptor would stay for ever.
+        if self.closed:
+            return
+        if self._peer_closed():
+            self.close()
+            return
+        asyncio.get_running_loop().call_later(HANGUP_POLL, self._watch_hangup)
 
     def _peer_closed(self) -> bool:
         """True if the peer closed both directions (AF_UNIX reports POLLHUP only then;
@@ -372,7 +386,7 @@ class HostServer:
         self.attached: set[Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.dropped = 0
-        self._servers: list[asyncio.AbstractServer] = []
+        self._acceptor: Acceptor | None = None
         self._all_closed = asyncio.Event()
         self._inode: int | None = None
 
@@ -380,9 +394,7 @@ class HostServer:
         """Bind the socket (0600 from the moment it exists) and start accepting."""
         sock = bind_private_socket(self.path)
         self._inode = os.stat(self.path).st_ino
-        loop = asyncio.get_running_loop()
-        server = await loop.create_unix_server(lambda: Connection(self), sock=sock)
-        self._servers.append(server)
+        self._acceptor = Acceptor(sock, lambda: Connection(self), self.tasks)
 
     async def rebind(self) -> bool:
         """Re-create the socket file if it was deleted or replaced (SIGUSR1).
@@ -397,9 +409,8 @@ class HostServer:
             pass
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)  # not our socket (we hold the lock): replace it
-        for old in self._servers:
-            old.close()
-        self._servers.clear()
+        if self._acceptor is not None:
+            self._acceptor.close()
         await self.start()
         log.info("socket.recreated", path=str(self.path))
         return True
@@ -432,9 +443,9 @@ class HostServer:
 
     def stop_accepting(self) -> None:
         """Close the listening socket and remove its file (if it is still ours)."""
-        for server in self._servers:
-            server.close()
-        self._servers.clear()
+        if self._acceptor is not None:
+            self._acceptor.close()
+            self._acceptor = None
         with contextlib.suppress(FileNotFoundError):
             if os.stat(self.path).st_ino == self._inode:
                 os.unlink(self.path)
@@ -455,6 +466,112 @@ class HostServer:
             task.cancel()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+ACCEPT_BATCH: Final = 64  # connections accepted per wake-up, so requests are not starved
+BACKOFF_FIRST: Final = 0.01  # seconds without accepting after an accept failed ...
+BACKOFF_MAX: Final = 0.5  # ... doubling up to this while it keeps failing
+_STARVED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class Acceptor:
+    """Accepts connections on a listening socket; backs off when it cannot.
+
+    Why not uvloop's server: when libuv cannot accept for want of a descriptor it
+    closes a spare one, accepts and drops what is pending, and reopens the spare. If
+    another thread takes the freed slot meanwhile (the journal's fsync thread dups a
+    descriptor every round), the spare is gone, and from then on every wake-up of the
+    readable listening socket failed again at once: the event loop spun at 100 % of a
+    core, and the pending client waited, until a descriptor was freed (measured in
+    tests/reliability/test_rel_faults.py). Here a failed accept stops watching the
+    socket for a pause that doubles from 10 ms to 0.5 s; what is pending is refused at
+    once (closed, the client sees its connection end) while a spare descriptor of our
+    own is there to do it with, else it waits for the next attempt.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        factory: Callable[[], asyncio.Protocol],
+        tasks: set[asyncio.Task[None]],
+    ) -> None:
+        self.sock = sock
+        self.factory = factory
+        self.tasks = tasks
+        self.loop = asyncio.get_running_loop()
+        self.closed = False
+        self._spare = _open_spare()
+        self._backoff = BACKOFF_FIRST
+        self._pause: asyncio.TimerHandle | None = None
+        self.loop.add_reader(sock.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                break
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                self._back_off(exc)
+                return
+            self._backoff = BACKOFF_FIRST
+            conn.setblocking(False)
+            task = self.loop.create_task(self._adopt(conn))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _adopt(self, conn: socket.socket) -> None:
+        # (once the transport owns the descriptor it detaches ``conn``: close() is then
+        # a no-op, never a close of a reused descriptor number)
+        try:
+            await self.loop.connect_accepted_socket(self.factory, conn)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except Exception as exc:
+            conn.close()
+            log.warning("client.accept_failed", error=str(exc))
+
+    def _back_off(self, exc: OSError) -> None:
+        if exc.errno in _STARVED and self._spare is not None:
+            os.close(self._spare)  # one free slot to refuse the pending clients with
+            with contextlib.suppress(OSError):
+                for _ in range(ACCEPT_BATCH):
+                    self.sock.accept()[0].close()
+            self._spare = _open_spare()
+        log.warning("accept.paused", error=exc.strerror, seconds=self._backoff)
+        self.loop.remove_reader(self.sock.fileno())
+        self._pause = self.loop.call_later(self._backoff, self._resume)
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _resume(self) -> None:
+        self._pause = None
+        if not self.closed:
+            self.loop.add_reader(self.sock.fileno(), self._accept)
+            self._accept()
+
+    def close(self) -> None:
+        """Stop accepting and close the listening socket."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._pause is not None:
+            self._pause.cancel()
+        else:
+            self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+        if self._spare is not None:
+            os.close(self._spare)
+            self._spare = None
+
+
+def _open_spare() -> int | None:
+    try:
+        return os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
 
 
 def bind_private_socket(path: Path) -> socket.socket:

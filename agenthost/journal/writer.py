@@ -259,12 +259,18 @@ class JournalWriter:
         interval = self.config.sync_interval if self.config.sync is SyncPolicy.INTERVAL else 1.0
         last_prune = 0.0
         while not self._stop.wait(max(0.01, interval)):
-            self._sync()
-            now = time.monotonic()
-            if self._prune_due or now - last_prune > PRUNE_EVERY:
-                self._prune_due = False
-                last_prune = now
-                self.prune()
+            try:
+                self._sync()
+                now = time.monotonic()
+                if self._prune_due or now - last_prune > PRUNE_EVERY:
+                    self._prune_due = False
+                    last_prune = now
+                    self.prune()
+            except OSError as exc:
+                # e.g. EMFILE while the host is out of descriptors (os.dup, scandir):
+                # an exception here used to end this thread, and with it every fsync and
+                # prune for the life of the host. Try again next round.
+                log.warning("journal.background_failed", error=str(exc))
 
     def _sync(self) -> None:
         if self._meta_unsynced:
@@ -278,8 +284,12 @@ class JournalWriter:
             pending, self._to_sync = self._to_sync, []
             fd = None
             if self._dirty and self._active is not None and self.config.sync is not SyncPolicy.NONE:
+                try:
+                    fd = os.dup(self._active.fd)  # the writer may roll meanwhile
+                except OSError:  # out of descriptors: keep everything for the next round
+                    self._to_sync[:0] = pending
+                    raise
                 self._dirty = False
-                fd = os.dup(self._active.fd)  # the writer may roll meanwhile
         for dup in [*pending, *([fd] if fd is not None else [])]:
             try:
                 if self.config.sync is not SyncPolicy.NONE:
