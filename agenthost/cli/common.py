@@ -70,6 +70,80 @@ def exit_code_for(exc: AgentHostError) -> Exit:
     return Exit.ERROR
 
 
+def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str]:
+    """``KEY=VALUE`` option values as a dict (a usage error names the option)."""
+    pairs = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=option)
+        pairs[key] = value
+    return pairs
+
+
+def agent_options(func: Callable[P, R]) -> Callable[P, R]:
+    """What ``serve`` and ``run`` both take to describe an agent: ``--agent-id``,
+    ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
+    ``--agent-opt``, ``--resume``."""
+    from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
+
+    options = [
+        click.option("--agent-id", required=True, help="Name of the agent (its socket's name)."),
+        click.option(
+            "--agent",
+            "kind",
+            type=click.Choice(AGENT_KINDS),
+            default=DEFAULT_AGENT,
+            help="How the agent speaks: claude, codex, demo (built-in, no API key) or "
+            "lines (any command).",
+        ),
+        click.option(
+            "--cwd",
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            default=None,
+            help="Working directory (worktree) of the agent [default: current directory].",
+        ),
+        click.option("--project", default="", help="Project name, for listing and discovery."),
+        click.option("--task", default=None, help="Task id or title shown in status."),
+        click.option("--description", default=None, help="Free text shown in status."),
+        click.option(
+            "--env", "env", multiple=True, metavar="KEY=VALUE", help="Extra agent environment."
+        ),
+        click.option(
+            "--agent-opt",
+            "agent_opts",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="A setting of the agent's adapter (see docs/agents.md).",
+        ),
+        click.option("--resume", default=None, help="Resume this session (agents that can)."),
+    ]
+    for option in reversed(options):  # decorators apply bottom-up: keep --help's order
+        func = option(func)
+    return func
+
+
+def check_agent(
+    agent_id: str,
+    home: Path | None,
+    kind: str,
+    resume: str | None,
+    agent_opts: tuple[str, ...],
+    command: tuple[str, ...],
+) -> tuple[Path, dict[str, str]]:
+    """Usage errors of an agent's description before anything starts (the socket path,
+    the adapter's options and command); return the home and the adapter options."""
+    from agenthost.agents import AdapterOptions, make_adapter
+    from agenthost.paths import check_socket_path, resolve_home, socket_path
+
+    remember_agent_id(agent_id)
+    root = resolve_home(home)
+    check_socket_path(socket_path(root, agent_id))
+    params = parse_pairs(agent_opts, "--agent-opt")
+    make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
+    return root, params
+
+
 def home_option(func: Callable[P, R]) -> Callable[P, R]:
     """``--home DIR`` (default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost)."""
     return click.option(

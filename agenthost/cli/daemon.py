@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
-from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
 from agenthost.cli.common import (
+    agent_options,
+    check_agent,
     handle_errors,
     home_option,
     json_option,
+    parse_pairs,
     print_json,
-    remember_agent_id,
 )
-from agenthost.cli.serve import _parse_env
 from agenthost.log import LEVELS
 
 
@@ -99,32 +99,7 @@ def daemon(
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--agent-id", required=True, help="Name of the agent (its socket's name).")
-@click.option(
-    "--agent",
-    "kind",
-    type=click.Choice(AGENT_KINDS),
-    default=DEFAULT_AGENT,
-    help="How the agent speaks (as for serve).",
-)
-@click.option(
-    "--cwd",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Working directory of the agent [default: current directory].",
-)
-@click.option("--project", default="", help="Project name, for listing and discovery.")
-@click.option("--task", default=None, help="Task id or title shown in status.")
-@click.option("--description", default=None, help="Free text shown in status.")
-@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Extra agent environment.")
-@click.option(
-    "--agent-opt",
-    "agent_opts",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A setting of the agent's adapter (see docs/agents.md).",
-)
-@click.option("--resume", default=None, help="Resume this session (agents that can).")
+@agent_options
 @click.option("--linger", type=click.FloatRange(min=0), default=None, help="As for serve.")
 @click.option("--stop-timeout", type=click.FloatRange(min=0), default=None, help="As for serve.")
 @click.option("--ring-size", type=click.IntRange(min=1), default=None, help="As for serve.")
@@ -178,22 +153,16 @@ def run(
 
     import uvloop
 
-    from agenthost.agents import AdapterOptions, make_adapter
     from agenthost.daemon.client import DaemonClient, ensure_daemon
     from agenthost.daemon.protocol import RestartPolicy, SpawnResponse, SpawnSpec
-    from agenthost.paths import check_socket_path, resolve_home, socket_path
 
-    remember_agent_id(agent_id)
-    root = resolve_home(home)
-    check_socket_path(socket_path(root, agent_id))
-    params = _parse_env(agent_opts, "--agent-opt")
-    make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
+    root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
     spec = SpawnSpec(
         agent_id=agent_id,
         agent=kind,
         command=list(command),
         cwd=str((cwd or Path.cwd()).absolute()),
-        env=_parse_env(env),
+        env=parse_pairs(env),
         project=project,
         task=task,
         description=description,

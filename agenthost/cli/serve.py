@@ -7,55 +7,22 @@ from pathlib import Path
 
 import click
 
-from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
 from agenthost.cli.common import (
     Exit,
+    agent_options,
+    check_agent,
     handle_errors,
     home_option,
     json_option,
+    parse_pairs,
     print_json,
     remember_agent_id,
 )
 from agenthost.log import LEVELS
 
 
-def _parse_env(values: tuple[str, ...], option: str = "--env") -> dict[str, str]:
-    pairs = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=option)
-        pairs[key] = value
-    return pairs
-
-
 @click.command(context_settings={"show_default": True})
-@click.option("--agent-id", required=True, help="Name of the agent (its socket's name).")
-@click.option(
-    "--agent",
-    "kind",
-    type=click.Choice(AGENT_KINDS),
-    default=DEFAULT_AGENT,
-    help="How the agent speaks: demo (built-in, no API key) or lines (any command).",
-)
-@click.option(
-    "--cwd",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Working directory (worktree) of the agent [default: current directory].",
-)
-@click.option("--project", default="", help="Project name, for listing and discovery.")
-@click.option("--task", default=None, help="Task id or title shown in status.")
-@click.option("--description", default=None, help="Free text shown in status.")
-@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Extra agent environment.")
-@click.option(
-    "--agent-opt",
-    "agent_opts",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A setting of the agent's adapter (see docs/agents.md).",
-)
-@click.option("--resume", default=None, help="Resume this session (agents that can).")
+@agent_options
 @click.option(
     "--linger",
     type=click.FloatRange(min=0),
@@ -151,19 +118,12 @@ def serve(
     For --agent lines, COMMAND is the program to run; for --agent demo, extra
     arguments for the demo agent (e.g. -- --pace 0).
     """
-    from agenthost.agents import AdapterOptions, make_adapter
-    from agenthost.paths import check_socket_path, resolve_home, socket_path
-
-    remember_agent_id(agent_id)
-    root = resolve_home(home)
     # usage errors before anything starts, in the foreground and with --detach alike
-    check_socket_path(socket_path(root, agent_id))
-    params = _parse_env(agent_opts, "--agent-opt")
-    make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
+    root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
     from agenthost.agentenv import pack, unpack
 
     # from a parent that started us in the background (the daemon, --detach), then ours
-    extra_env = {**unpack(os.environ), **_parse_env(env)}
+    extra_env = {**unpack(os.environ), **parse_pairs(env)}
     if detach:
         from agenthost.host.spawn import spawn_detached
 

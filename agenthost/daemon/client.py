@@ -21,7 +21,6 @@ import builtins
 import contextlib
 import itertools
 import os
-import subprocess
 import sys
 import time
 from collections import deque
@@ -276,42 +275,25 @@ def start_daemon(home: Path, *, args: list[str] | None = None, timeout: float = 
     Raise DaemonStartError (with the end of its log) if it exits or is not ready in
     time.
     """
-    from agenthost.host.spawn import HostStartError, ReadyListener
+    from agenthost.host.spawn import HostStartError, start_in_background
 
     ensure_private_dir(home)
     ensure_private_dir(logs_dir(home))
-    log_file = daemon_log_path(home)
     argv = [sys.executable, "-m", "agenthost", "daemon", "--home", str(home), *(args or [])]
-    env = dict(os.environ)
-    with ReadyListener() as listener:
-        env["NOTIFY_SOCKET"] = listener.address
-        start = log_file.stat().st_size if log_file.exists() else 0
-        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                env=env,
-                cwd=home,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise DaemonStartError(f"cannot start the daemon: {exc}") from exc
-        finally:
-            os.close(fd)
-        try:
-            listener.wait(proc, timeout)
-        except HostStartError as exc:
-            tail = _tail(log_file, start)
-            raise DaemonStartError(
-                f"the daemon {exc.message}" + (f"\n--- daemon log ---\n{tail}" if tail else "")
-            ) from None
-    # it runs on: the Popen handle is dropped without a wait, on purpose
-    proc.returncode = 0
-    return proc.pid
+    try:
+        return start_in_background(
+            argv,
+            daemon_log_path(home),
+            env=dict(os.environ),
+            timeout=timeout,
+            what="the daemon",
+            log_name="daemon",
+            cwd=home,
+        )
+    except OSError as exc:
+        raise DaemonStartError(f"cannot start the daemon: {exc}") from exc
+    except HostStartError as exc:
+        raise DaemonStartError(exc.message) from None
 
 
 async def wait_for_daemon(home: Path, timeout: float) -> None:
@@ -328,15 +310,6 @@ async def wait_for_daemon(home: Path, timeout: float) -> None:
                 raise
         await asyncio.sleep(delay)  # a bounded poll: the daemon binds after its reconcile
         delay = min(delay * 2, 0.2)
-
-
-def _tail(path: Path, offset: int, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read()[-limit:].decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def ensure_daemon(home: Path, *, timeout: float = 60.0, args: list[str] | None = None) -> int:

@@ -13,9 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import select
-import socket
-import struct
 from collections import deque
 from collections.abc import Awaitable
 from pathlib import Path
@@ -29,6 +26,7 @@ from agenthost.daemon.fanout import WatchState
 from agenthost.daemon.protocol import DaemonMessageType, validate_daemon_payload
 from agenthost.errors import AgentHostError, ErrorCode, FrameTooLarge
 from agenthost.host.server import bind_private_socket
+from agenthost.peer import admit_peer, peer_hung_up
 from agenthost.protocol import (
     DEFAULT_FRAME_LIMIT,
     FrameDecoder,
@@ -43,7 +41,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("agenthost.daemon.server")
 
-_CRED: Final = struct.Struct("3i")
 HIGH_WATER: Final = 1 << 20
 CLOSE_TIMEOUT: Final = 2.0
 
@@ -90,25 +87,11 @@ class DaemonConnection(asyncio.Protocol):
         # pause (and so resume, which pumps a lagging watcher) at or below the lag limit
         high = min(HIGH_WATER, self.server.max_queue)
         transport.set_write_buffer_limits(high=high, low=high // 4)
-        sock = transport.get_extra_info("socket")
-        try:
-            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
-            self.peer_pid, self.peer_uid, _ = _CRED.unpack(raw)
-        except OSError:  # pragma: no cover - not AF_UNIX
-            self.peer_uid = -1
-        if self.peer_uid not in (os.getuid(), 0):
-            log.warning("client.forbidden", peer_uid=self.peer_uid, peer_pid=self.peer_pid)
-            transport.write(
-                encode_error(
-                    "",
-                    None,
-                    ErrorCode.FORBIDDEN,
-                    f"uid {self.peer_uid} may not use this daemon (owner uid {os.getuid()})",
-                )
-            )
+        peer = admit_peer(transport, "daemon")
+        if peer is None:
             self.closed = True
-            transport.close()
             return
+        self.peer_pid, self.peer_uid = peer
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -126,18 +109,10 @@ class DaemonConnection(asyncio.Protocol):
         # a client that only shut its write side still gets its answers and stream;
         # one that closed entirely is let go now (an idle stream would never tell)
         self._eof = True
-        if self._peer_closed():
+        if peer_hung_up(self.transport):
             return False
         self._close_if_done()
         return True
-
-    def _peer_closed(self) -> bool:
-        sock = self.transport.get_extra_info("socket") if self.transport else None
-        if sock is None:
-            return False
-        poller = select.poll()
-        poller.register(sock.fileno(), 0)
-        return any(mask & select.POLLHUP for _, mask in poller.poll(0))
 
     def _close_if_done(self) -> None:
         watching = self.watch is not None

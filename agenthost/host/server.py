@@ -28,10 +28,8 @@ import asyncio
 import contextlib
 import errno
 import os
-import select
 import socket
 import stat
-import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -42,6 +40,7 @@ from pydantic import BaseModel
 
 from agenthost.errors import AgentHostError, ConfigError, ErrorCode, FrameTooLarge
 from agenthost.journal import JournalReader
+from agenthost.peer import admit_peer, peer_hung_up
 from agenthost.protocol import (
     DEFAULT_FRAME_LIMIT,
     FrameDecoder,
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("agenthost.server")
 
-_CRED: Final = struct.Struct("3i")
 PUMP_SLICE: Final = 256  # events per write when catching a client up from the ring
 JOURNAL_READ: Final = 256 << 10  # bytes per journal read when catching a client up
 DEFAULT_MAX_QUEUE: Final = 16 << 20  # bytes queued per client before it lags
@@ -109,25 +107,11 @@ class Connection(asyncio.Protocol):
         transport = self.transport = cast("Transport", base)
         high = min(HIGH_WATER, self.server.max_queue)
         transport.set_write_buffer_limits(high=high, low=high // 4)
-        sock = transport.get_extra_info("socket")
-        try:
-            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
-            self.peer_pid, self.peer_uid, _ = _CRED.unpack(raw)
-        except OSError:  # pragma: no cover - not AF_UNIX
-            self.peer_uid = -1
-        if self.peer_uid not in (os.getuid(), 0):
-            log.warning("client.forbidden", peer_uid=self.peer_uid, peer_pid=self.peer_pid)
-            transport.write(
-                encode_error(
-                    "",
-                    None,
-                    ErrorCode.FORBIDDEN,
-                    f"uid {self.peer_uid} may not use this host (owner uid {os.getuid()})",
-                )
-            )
+        peer = admit_peer(transport, "host")
+        if peer is None:
             self.closed = True
-            transport.close()
             return
+        self.peer_pid, self.peer_uid = peer
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -147,7 +131,7 @@ class Connection(asyncio.Protocol):
         # closed the connection entirely, nobody is there to read: let it go now
         # (with an idle agent, no write would ever reveal it).
         self._eof = True
-        if self._peer_closed():
+        if peer_hung_up(self.transport):
             return False  # the transport closes itself
         self._close_if_done()
         self._watch_hangup()
@@ -159,20 +143,10 @@ class Connection(asyncio.Protocol):
         # writes nothing and its connection and descriptor would stay for ever.
         if self.closed:
             return
-        if self._peer_closed():
+        if peer_hung_up(self.transport):
             self.close()
             return
         asyncio.get_running_loop().call_later(HANGUP_POLL, self._watch_hangup)
-
-    def _peer_closed(self) -> bool:
-        """True if the peer closed both directions (AF_UNIX reports POLLHUP only then;
-        after a mere ``shutdown(SHUT_WR)`` it does not)."""
-        sock = self.transport.get_extra_info("socket") if self.transport else None
-        if sock is None:
-            return False
-        poller = select.poll()
-        poller.register(sock.fileno(), 0)
-        return any(mask & select.POLLHUP for _, mask in poller.poll(0))
 
     def _close_if_done(self) -> None:
         if self._eof and not (self._busy or self._inbox or self.attached or self.closed):

@@ -38,8 +38,8 @@ class DetachedHost:
 class HostStartError(AgentHostError):
     """A detached host exited or did not get ready; ``log_tail`` says why."""
 
-    def __init__(self, message: str, log_tail: str = "") -> None:
-        super().__init__(message + (f"\n--- host log ---\n{log_tail}" if log_tail else ""))
+    def __init__(self, message: str, log_tail: str = "", log_name: str = "host") -> None:
+        super().__init__(message + (f"\n--- {log_name} log ---\n{log_tail}" if log_tail else ""))
         self.log_tail = log_tail
 
 
@@ -78,9 +78,39 @@ def spawn_detached(
         str(home),
         *serve_args,
     ]
-    child_env = dict(os.environ if env is None else env)
+    try:
+        pid = start_in_background(
+            argv,
+            log_file,
+            env=dict(os.environ if env is None else env),
+            timeout=timeout,
+            what=f"the host for {agent_id!r}",
+        )
+    except OSError as exc:
+        raise ConfigError(f"cannot start the host: {exc}") from exc
+    return DetachedHost(agent_id, pid, socket_path(home, agent_id), log_file)
+
+
+def start_in_background(
+    argv: Sequence[str],
+    log_file: Path,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    what: str,
+    log_name: str = "host",
+    cwd: Path | None = None,
+) -> int:
+    """Start ``argv`` in a session of its own, its output appended to ``log_file``
+    (0600), and return its pid once it sent ``READY=1`` on a private NOTIFY_SOCKET.
+
+    Raise OSError if it cannot be started, and HostStartError ("WHAT exited ...", with
+    the end of what it logged under a ``--- LOG_NAME log ---`` line) if it exits first
+    or is not ready within ``timeout`` seconds (then it is killed). Used for hosts
+    (``serve --detach``) and for the daemon.
+    """
     with ReadyListener() as listener:
-        child_env["NOTIFY_SOCKET"] = listener.address
+        env = {**env, "NOTIFY_SOCKET": listener.address}
         start_offset = log_file.stat().st_size if log_file.exists() else 0
         fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
@@ -89,21 +119,21 @@ def spawn_detached(
                 stdin=subprocess.DEVNULL,
                 stdout=fd,
                 stderr=fd,
-                env=child_env,
+                env=env,
+                cwd=cwd,
                 start_new_session=True,
                 close_fds=True,
             )
-        except OSError as exc:
-            raise ConfigError(f"cannot start the host: {exc}") from exc
         finally:
             os.close(fd)
         try:
             listener.wait(proc, timeout)
         except HostStartError as exc:
-            raise HostStartError(
-                f"the host for {agent_id!r} {exc.message}", _tail(log_file, start_offset)
-            ) from None
-    return DetachedHost(agent_id, proc.pid, socket_path(home, agent_id), log_file)
+            tail = _tail(log_file, start_offset)
+            raise HostStartError(f"{what} {exc.message}", tail, log_name) from None
+    # it runs on: the Popen handle is dropped without a wait, on purpose
+    proc.returncode = 0
+    return proc.pid
 
 
 class ReadyListener:
