@@ -6,12 +6,23 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench bench-daemon reliability soak clean e2e-clis
+.PHONY: demo test lint typecheck unit bench bench-daemon reliability soak clean e2e-clis \
+	install uninstall
+
+# `make install` puts the command on the user's PATH: a virtualenv of its own under
+# $(PREFIX)/share/agenthost (a regular, byte-compiled install of this checkout, so it keeps
+# working when .venv/ is removed) and a link $(PREFIX)/bin/agenthost.
+PREFIX ?= $(HOME)/.local
+INSTALL_VENV := $(PREFIX)/share/agenthost/venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,bench]'
+	@# An editable install is never byte-compiled by pip, and where PYTHONDONTWRITEBYTECODE
+	@# is set nothing ever writes the .pyc files: compile once here (a start of the CLI or
+	@# a host then skips compiling every module it imports).
+	$(PY) -m compileall -q agenthost
 	touch $(STAMP)
 
 ## Run the built-in demo agent in a host and attach to it (Ctrl-C detaches).
@@ -51,6 +62,23 @@ reliability: $(STAMP)
 ## Only the long soak variants (minutes).
 soak: $(STAMP)
 	AGENTHOST_FIGURES=benchmarks/results/reliability.jsonl $(PY) -m pytest tests/reliability -m soak
+
+## Install the `agenthost` command for this user: $(PREFIX)/bin/agenthost
+## (PREFIX defaults to ~/.local; ~/.local/bin is on PATH on most distributions).
+install:
+	$(PYTHON) -m venv --clear $(INSTALL_VENV)
+	$(INSTALL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(INSTALL_VENV)/bin/python -m pip install --quiet .
+	mkdir -p $(PREFIX)/bin
+	ln -sfn $(INSTALL_VENV)/bin/agenthost $(PREFIX)/bin/agenthost
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; \
+	  *) echo "note: $(PREFIX)/bin is not on your PATH; add it, e.g. in ~/.profile:" \
+	          'export PATH="$(PREFIX)/bin:$$PATH"' ;; esac
+	@echo "installed: $(PREFIX)/bin/agenthost"
+
+uninstall:
+	rm -f $(PREFIX)/bin/agenthost
+	rm -rf $(PREFIX)/share/agenthost
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
