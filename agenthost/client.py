@@ -7,9 +7,15 @@ host discovery.
 
     with Client("my-agent") as client:
         print(client.status().agent.state)
-        client.send("hello")
-        for event in client.attach(0):
-            print(event.offset, event.type)
+        sent = client.send("hello")
+        for event in client.attach(sent.offset - 1):
+            print(event)                  # e.g. "#12 chat_entry assistant: Hello"
+            if event.type == "result":    # the end of the turn
+                break
+
+    async with AsyncClient("my-agent") as client:
+        async for event in client.attach(0):   # or: sub = await client.attach(0)
+            ...
 
 One connection per client. Responses arrive in request order and are matched to their
 requests; events of an attached stream are queued separately, so requests may be sent
@@ -24,14 +30,14 @@ import builtins
 import contextlib
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 import uvloop
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from agenthost.errors import (
     AgentHostError,
@@ -72,7 +78,9 @@ from agenthost.protocol import (
     StreamEvent,
     check_peer_version,
     decode_message,
+    decode_payload,
     encode_request,
+    response_error_code,
 )
 
 DEFAULT_CONNECT_TIMEOUT: Final = 2.0
@@ -83,13 +91,24 @@ EVENT_QUEUE: Final = 4096
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
+P = ParamSpec("P")
 _END: Final = object()
 
 
 class AsyncClient:
     """An asyncio connection to one host.
 
-    Give an ``agent_id`` (its socket is found under ``home``) or a ``socket_path``.
+    Give an ``agent_id`` (its socket is found under ``home``, default
+    ``$AGENTHOST_HOME``) or a ``socket_path``. ``connect_timeout`` and
+    ``request_timeout`` are in seconds; ``check_version=False`` skips the protocol check
+    of :meth:`connect`. The connection opens on :meth:`connect`, on ``async with``, or
+    on the first request. Raise ValueError if neither ``agent_id`` nor ``socket_path``
+    is given, InvalidAgentId for an id that is not one.
+
+    Every request raises, besides the errors it names: HostNotFound (no host answers),
+    Forbidden (the socket belongs to another user), NotConnected (the connection was
+    lost), RequestTimeout (no answer within ``request_timeout``), and ProtocolError
+    (the host sent something that is not the protocol).
     """
 
     def __init__(
@@ -126,10 +145,16 @@ class AsyncClient:
 
     @property
     def connected(self) -> bool:
+        """True while the connection is open and usable."""
         return self._writer is not None and self._closed_error is None
 
     async def connect(self) -> None:
-        """Connect, and check the host's protocol version (unless disabled)."""
+        """Connect, and check the host's protocol version (unless disabled).
+
+        Does nothing when already connected. Raise HostNotFound (no socket, nobody
+        listening, or no accept within ``connect_timeout``), Forbidden (no permission
+        on the socket), VersionUnsupported (the host speaks another major version).
+        """
         if self._writer is not None:
             return
         try:
@@ -174,7 +199,8 @@ class AsyncClient:
                 delay = min(delay * 2, 0.05)
 
     async def close(self) -> None:
-        """Close the connection (pending requests fail with NotConnected)."""
+        """Close the connection; requests still waiting fail with NotConnected, and an
+        attached stream ends. Safe to call twice. Raises nothing."""
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
@@ -188,6 +214,7 @@ class AsyncClient:
         self._fail(NotConnected("connection closed"))
 
     async def __aenter__(self) -> AsyncClient:
+        """Connect (see :meth:`connect`); the ``async with`` block closes."""
         await self.connect()
         return self
 
@@ -197,6 +224,7 @@ class AsyncClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Close the connection."""
         await self.close()
 
     def _name(self) -> str:
@@ -227,8 +255,9 @@ class AsyncClient:
 
     def _resolve(self, response: Response) -> None:
         if not self._pending:
-            if response.code:  # e.g. "forbidden" sent as the connection opened
-                self._closed_error = error_from_code(response.code, response.error or "")
+            if not response.success:  # e.g. "forbidden" sent as the connection opened
+                code = response_error_code(response)
+                self._closed_error = error_from_code(code, response.error or "")
             return
         _, future = self._pending.popleft()
         if not future.done():
@@ -253,7 +282,15 @@ class AsyncClient:
         *,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Send one request; return the response payload or raise the typed error."""
+        """Send one request of any type and wait for its response.
+
+        ``payload`` is the request's payload object; ``timeout`` (seconds) overrides
+        ``request_timeout``. Connect first if needed. Return the response's payload (an
+        empty dict when it has none). Raise the error class matching the response's
+        ``code`` (UnknownType, InvalidPayload, AgentNotRunning, Busy, ...; see
+        agenthost.errors), or for an error without a code (a 1.0 host as first
+        published) the class its message implies, else InternalError.
+        """
         if self._writer is None:
             await self.connect()
         if self._closed_error is not None or self._writer is None:
@@ -279,37 +316,53 @@ class AsyncClient:
         if response.id not in (request_id, None):
             raise ProtocolError(f"response id {response.id!r} does not match {request_id!r}")
         if not response.success:
-            raise error_from_code(response.code, response.error or "request failed")
+            host_version = self.host_ping.protocol_version if self.host_ping else None
+            code = response_error_code(response, host_version)
+            raise error_from_code(code, response.error or "request failed")
         return response.payload or {}
 
     async def _typed(self, model: type[M], mtype: MessageType, **kw: Any) -> M:
-        payload = await self.request(mtype, **kw)
-        try:
-            return model.model_validate(payload)
-        except ValidationError as exc:
-            raise ProtocolError(f"malformed {mtype} response: {exc.error_count()} errors") from None
+        return decode_payload(model, await self.request(mtype, **kw), mtype)
 
     async def ping(self) -> PingResponse:
-        """Check the host answers; its version and uptime."""
+        """Check that the host answers.
+
+        Return its PingResponse: ``version``, ``protocol_version``,
+        ``min_protocol_version``, ``uptime``, ``started_at`` (also kept in
+        ``host_ping``).
+        """
         self.host_ping = await self._typed(PingResponse, MessageType.PING)
         return self.host_ping
 
     async def status(self) -> StatusResponse:
-        """The host and its agent."""
+        """The host and its agent: a StatusResponse with ``host`` (HostInfo: pid,
+        versions, socket) and ``agent`` (AgentInfo: state, pid, exit code, cost, ...)."""
         return await self._typed(StatusResponse, MessageType.STATUS)
 
     async def list(self) -> list[AgentInfo]:
-        """The agents of this host (one)."""
+        """The agents of this host: a list of one AgentInfo."""
         return (await self._typed(ListResponse, MessageType.LIST)).agents
 
     async def history(self, limit: int = 0) -> HistoryResponse:
-        """The most recent ``limit`` chat entries (0 = all kept), oldest first."""
+        """The chat history: the most recent ``limit`` entries (0 = all kept).
+
+        Return a HistoryResponse: ``entries`` (HistoryEntry, oldest first; ``str()``
+        of one reads ``#6 assistant: Hello``), ``offset`` (the stream's head),
+        ``total`` (entries kept). Raise InvalidPayload for a negative ``limit``.
+        """
         return await self._typed(
             HistoryResponse, MessageType.HISTORY, payload={"limit": limit} if limit else None
         )
 
     async def send(self, text: str, *, key: str | None = None) -> SendResponse:
-        """Send input to the agent. ``key`` makes a retry safe (applied once)."""
+        """Send ``text`` to the agent; the host records it as a ``user`` chat entry.
+
+        ``key`` makes a retry safe: a second send with the same key is not applied
+        again. Return a SendResponse: ``offset`` of the recorded entry (None from a 1.0
+        host that does not report it; the text was sent all the same, do not send it
+        again) and ``duplicate``. Raise AgentNotRunning (the agent has exited), Busy
+        (its input queue is full: retry later).
+        """
         payload: dict[str, Any] = {"input": text}
         if key is not None:
             payload["key"] = key
@@ -318,7 +371,15 @@ class AsyncClient:
     async def stop(
         self, force: bool = False, timeout: float | None = None, reason: str = ""
     ) -> StopResponse:
-        """Stop the agent and its host; answers after the agent exited."""
+        """Stop the agent: SIGTERM to its process group, SIGKILL after ``timeout``
+        seconds (default 30), or at once with ``force``; ``reason`` is logged.
+
+        Answer after the agent has exited (the request waits ``timeout`` plus a
+        margin). Return a StopResponse: ``stopped``, ``exit_code``, ``signal``,
+        ``graceful``, ``duration``, ``final_state``. Stopping an agent that already
+        exited returns its recorded result. Raise InvalidPayload for a timeout out of
+        range (0 to 86400).
+        """
         payload: dict[str, Any] = {"force": force}
         if timeout:
             payload["timeout"] = timeout
@@ -328,11 +389,17 @@ class AsyncClient:
         return await self._typed(StopResponse, MessageType.STOP, payload=payload, timeout=wait)
 
     async def interrupt(self) -> InterruptResponse:
-        """Interrupt the agent's current turn (protocol 1.1)."""
+        """Interrupt the agent's current turn; the agent keeps running (protocol 1.1).
+
+        Return an InterruptResponse: ``sent``, ``method`` (``control`` or ``signal``),
+        ``deferred``. Raise AgentNotRunning, or UnknownType from a 1.0 host.
+        """
         return await self._typed(InterruptResponse, MessageType.INTERRUPT)
 
     async def pending(self) -> builtins.list[PermissionRequest]:
-        """Permission requests waiting for an answer (protocol 1.1)."""
+        """The permission requests waiting for an answer (protocol 1.1): a list of
+        PermissionRequest (``request_id``, ``tool_name``, ``tool_input``, ...), empty
+        when none waits. Raise UnknownType from a 1.0 host."""
         return (await self._typed(PendingResponse, MessageType.PENDING)).requests
 
     async def respond(
@@ -345,8 +412,11 @@ class AsyncClient:
     ) -> RespondResponse:
         """Answer a pending permission request (protocol 1.1).
 
-        ``updated_input`` (allow only) replaces the tool's input; ``message`` is the
-        reason the agent is told (deny). Raise UnknownRequest if it is not pending.
+        ``behavior`` is ``"allow"`` or ``"deny"``; ``updated_input`` (allow only)
+        replaces the tool's input; ``message`` is the reason the agent is told (deny).
+        Return a RespondResponse (``request_id``, ``behavior``). Raise UnknownRequest if
+        it is not pending (answered, withdrawn), InvalidPayload for a bad argument,
+        UnknownType from a 1.0 host.
         """
         payload: dict[str, Any] = {"request_id": request_id, "behavior": behavior}
         if message is not None:
@@ -355,8 +425,33 @@ class AsyncClient:
             payload["updated_input"] = updated_input
         return await self._typed(RespondResponse, MessageType.RESPOND, payload=payload)
 
-    async def attach(self, offset: int = 0) -> Subscription:
-        """Attach to the stream after ``offset`` (0 = from the oldest retained event)."""
+    def attach(self, offset: int = 0) -> Subscription:
+        """Attach to the stream after ``offset`` (0 = from the oldest retained event).
+
+        ``offset`` is the last offset you have: the stream replays every retained
+        event after it, then follows live, each offset exactly once. Iterate the result
+        directly, which attaches on the first step::
+
+            async for event in client.attach(offset):
+                ...
+
+        or await it first to read the attach response (``stream_offset``,
+        ``truncated``, ``epoch``) before the events::
+
+            sub = await client.attach(offset)
+            print(sub.response.stream_offset)
+            async for event in sub:
+                ...
+
+        Iteration ends when the connection ends (the host exited, or dropped this slow
+        client); ``last_offset`` then tells where to reattach. Leaving the loop early
+        (``break``) keeps the connection attached: :meth:`detach` stops the stream.
+        The attach request raises InvalidPayload for a negative offset; a frame that
+        breaks the protocol ends the iteration with ProtocolError.
+        """
+        return Subscription(self, offset)
+
+    async def _attach(self, offset: int) -> AttachResponse:
         response = await self._typed(
             AttachResponse, MessageType.ATTACH, payload={"offset": offset} if offset else None
         )
@@ -364,14 +459,21 @@ class AsyncClient:
             self.last_offset = max(offset, response.oldest_offset - 1)
         else:
             self.last_offset = response.stream_offset
-        return Subscription(self, response)
+        return response
 
     async def detach(self) -> None:
-        """Stop the stream; the connection stays usable."""
+        """Stop the attached stream; the connection stays usable (and may attach
+        again). Returns nothing."""
         await self.request(MessageType.DETACH)
 
     async def recv_event(self, timeout: float | None = None) -> StreamEvent:
-        """The next event of the attached stream. Raise NotConnected when it ended."""
+        """The next event of the attached stream (what iterating an attach gives).
+
+        ``timeout`` in seconds (None: wait as long as it takes). Return a StreamEvent
+        (``str()`` of one reads ``#13 state idle``) and advance ``last_offset``. Raise
+        NotConnected when the stream has ended, RequestTimeout when no event came in
+        time, ProtocolError when the host sent a frame that is not the protocol.
+        """
         if self._events.empty() and self._closed_error is not None:
             raise self._closed_error
         try:
@@ -387,20 +489,43 @@ class AsyncClient:
 
 
 class Subscription:
-    """An attached stream: the attach response, then an async iterator of events.
+    """An attach of :meth:`AsyncClient.attach`: awaitable, and an async iterator of
+    events.
 
-    Iteration ends when the connection ends (the host exited, or dropped this slow
-    client); the client's ``last_offset`` tells where to reattach.
+    ``await`` it to send the attach request and get it back with ``response`` set;
+    iterating it attaches first if that was not done. Iteration ends when the
+    connection ends (the host exited, or dropped this slow client); the client's
+    ``last_offset`` tells where to reattach.
     """
 
-    def __init__(self, client: AsyncClient, response: AttachResponse) -> None:
+    def __init__(self, client: AsyncClient, offset: int = 0) -> None:
         self.client = client
-        self.response = response
+        self.offset = offset
+        self._response: AttachResponse | None = None
+
+    @property
+    def response(self) -> AttachResponse:
+        """The attach response (``stream_offset``, ``oldest_offset``, ``truncated``,
+        ``epoch``, ``pending``). Raise RuntimeError before the attach was sent."""
+        if self._response is None:
+            raise RuntimeError("not attached yet: await the subscription or iterate it first")
+        return self._response
+
+    async def start(self) -> Subscription:
+        """Send the attach request unless it was sent; return this subscription."""
+        if self._response is None:
+            self._response = await self.client._attach(self.offset)
+        return self
+
+    def __await__(self) -> Generator[Any, None, Subscription]:
+        return self.start().__await__()
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         return self
 
     async def __anext__(self) -> StreamEvent:
+        if self._response is None:
+            await self.start()
         try:
             return await self.client.recv_event()
         except NotConnected:
@@ -410,11 +535,25 @@ class Subscription:
 # --- blocking client ---------------------------------------------------------------------
 
 
+def _blocking_twin(
+    twin: Callable[..., Any],
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Give a method of :class:`Client` the docstring of its AsyncClient twin, so the
+    two never say different things."""
+
+    def decorate(method: Callable[P, T]) -> Callable[P, T]:
+        method.__doc__ = f"Blocking :meth:`AsyncClient.{twin.__name__}`.\n\n{twin.__doc__}"
+        return method
+
+    return decorate
+
+
 class Client:
     """The blocking twin of :class:`AsyncClient`, for scripts.
 
     It runs a private event loop in the calling thread, so it cannot be used from
-    inside a running event loop (use AsyncClient there).
+    inside a running event loop (use AsyncClient there): every method then raises
+    RuntimeError. The arguments, results and errors are those of AsyncClient.
     """
 
     def __init__(
@@ -454,27 +593,32 @@ class Client:
 
     @property
     def socket_path(self) -> Path:
+        """The host's socket."""
         return self._async.socket_path
 
     @property
     def connected(self) -> bool:
+        """True while the connection is open and usable."""
         return self._async.connected
 
     @property
     def last_offset(self) -> int:
+        """The offset of the last event received (where to reattach from)."""
         return self._async.last_offset
 
+    @_blocking_twin(AsyncClient.connect)
     def connect(self) -> None:
         self._run(self._async.connect())
 
     def close(self) -> None:
-        """Close the connection and the private event loop."""
+        """Close the connection and the private event loop. Raises nothing."""
         try:
             self._run(self._async.close())
         finally:
             self._runner.close()
 
     def __enter__(self) -> Client:
+        """Connect (see :meth:`connect`); the ``with`` block closes."""
         try:
             self.connect()
         except BaseException:
@@ -488,37 +632,58 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Close the connection and the event loop."""
         self.close()
 
+    @_blocking_twin(AsyncClient.request)
+    def request(
+        self,
+        mtype: MessageType | str,
+        payload: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        return self._run(self._async.request(mtype, payload, timeout=timeout))
+
+    @_blocking_twin(AsyncClient.ping)
     def ping(self) -> PingResponse:
         return self._run(self._async.ping())
 
+    @_blocking_twin(AsyncClient.status)
     def status(self) -> StatusResponse:
         return self._run(self._async.status())
 
+    @_blocking_twin(AsyncClient.list)
     def list(self) -> list[AgentInfo]:
         return self._run(self._async.list())
 
+    @_blocking_twin(AsyncClient.history)
     def history(self, limit: int = 0) -> HistoryResponse:
         return self._run(self._async.history(limit))
 
+    @_blocking_twin(AsyncClient.send)
     def send(self, text: str, *, key: str | None = None) -> SendResponse:
         return self._run(self._async.send(text, key=key))
 
+    @_blocking_twin(AsyncClient.stop)
     def stop(
         self, force: bool = False, timeout: float | None = None, reason: str = ""
     ) -> StopResponse:
         return self._run(self._async.stop(force, timeout, reason))
 
+    @_blocking_twin(AsyncClient.detach)
     def detach(self) -> None:
         self._run(self._async.detach())
 
+    @_blocking_twin(AsyncClient.interrupt)
     def interrupt(self) -> InterruptResponse:
         return self._run(self._async.interrupt())
 
+    @_blocking_twin(AsyncClient.pending)
     def pending(self) -> builtins.list[PermissionRequest]:
         return self._run(self._async.pending())
 
+    @_blocking_twin(AsyncClient.respond)
     def respond(
         self,
         request_id: str,
@@ -532,9 +697,27 @@ class Client:
         )
 
     def attach(self, offset: int = 0) -> SyncSubscription:
-        """Attach after ``offset``; iterate the result for events."""
-        return SyncSubscription(self, self._run(self._async.attach(offset)))
+        """Attach to the stream after ``offset`` (0 = from the oldest retained event),
+        and return an iterator of its events.
 
+        ``offset`` is the last offset you have: every retained event after it is
+        replayed, then live ones follow, each offset exactly once. The attach request
+        is sent before this returns, so ``response`` (``stream_offset``,
+        ``truncated``, ``epoch``) is there at once. Iteration blocks for each event and
+        ends when the connection ends (the host exited, or dropped this slow client);
+        stop earlier with ``break``, e.g. on the turn's ``result`` event::
+
+            for event in client.attach(offset):
+                print(event)
+                if event.type == "result":
+                    break
+
+        Raise InvalidPayload for a negative offset; a frame that breaks the protocol
+        ends the iteration with ProtocolError.
+        """
+        return SyncSubscription(self, self._run(self._async.attach(offset).start()))
+
+    @_blocking_twin(AsyncClient.recv_event)
     def recv_event(self, timeout: float | None = None) -> StreamEvent:
         return self._run(self._async.recv_event(timeout))
 

@@ -43,6 +43,14 @@ class MessageType(StrEnum):
     RESPOND = "host.respond"
 
 
+MESSAGE_SINCE: Final[dict[str, str]] = {
+    MessageType.INTERRUPT: "1.1",
+    MessageType.PENDING: "1.1",
+    MessageType.RESPOND: "1.1",
+}
+"""The protocol version that introduced each message type newer than 1.0."""
+
+
 class EventType(StrEnum):
     """Stream event types. Clients must ignore types they do not know."""
 
@@ -113,6 +121,23 @@ class HistoryEntry(OpenModel):
     """The full tool input object (additive)."""
     offset: int | None = None
     """The stream offset of the ``chat_entry`` event that carried this entry."""
+
+    def __str__(self) -> str:
+        """One readable line: ``assistant: Hello``, ``tool Bash: ls``, ``tool Bash
+        result: 1``, prefixed with ``#offset`` when the entry has one (``repr`` keeps
+        every field)."""
+        text = _entry_text(self)
+        return text if self.offset is None else f"#{self.offset} {text}"
+
+
+def _entry_text(entry: HistoryEntry) -> str:
+    if entry.tool_result is not None:
+        what = "error" if entry.is_error else "result"
+        who = " ".join(part for part in (entry.role, entry.tool_name, what) if part)
+        return f"{who}: {entry.tool_result}"
+    if entry.tool_name is not None:
+        return f"{entry.role} {entry.tool_name}: {entry.tool_input or ''}"
+    return f"{entry.role}: {entry.content or ''}"
 
 
 class AgentInfo(OpenModel):
@@ -201,6 +226,35 @@ class StreamEvent(OpenModel):
     """The request of a ``permission_request`` event."""
     decision: PermissionDecision | None = None
     """The outcome of a ``permission_response`` event."""
+
+    def __str__(self) -> str:
+        """One readable line: ``#12 chat_entry assistant: Hello``, ``#13 state idle``
+        (``repr`` keeps every field)."""
+        detail = _event_detail(self)
+        head = f"#{self.offset} {self.type}"
+        return f"{head} {detail}" if detail else head
+
+
+def _event_detail(event: StreamEvent) -> str:
+    if event.chat_entry is not None:
+        return _entry_text(event.chat_entry)
+    if event.state is not None:
+        return event.state
+    if event.error is not None:
+        return event.error
+    if event.request is not None:
+        r = event.request
+        return f"{r.tool_name}: {r.tool_input} (request {r.request_id})"
+    if event.decision is not None:
+        d = event.decision
+        return f"{d.behavior} {d.request_id}" + (f": {d.message}" if d.message else "")
+    if event.result is not None:
+        outcome = "failed" if event.result.get("is_error") is True else "done"
+        subtype = event.result.get("subtype")
+        return f"{outcome} ({subtype})" if isinstance(subtype, str) else outcome
+    if event.data is not None:
+        return f"{event.stream}: {event.data}" if event.stream == "stderr" else event.data
+    return ""
 
 
 # request payloads: strict types, so ``"5"`` or ``true`` is not an offset.
@@ -309,7 +363,9 @@ class HistoryResponse(OpenModel):
 
 
 class SendResponse(OpenModel):
-    offset: int
+    offset: int | None = None
+    """The offset of the recorded ``user`` chat entry; None from a host that does not
+    report it (protocol 1.0 as first published): the input was still sent."""
     duplicate: bool = False
 
 

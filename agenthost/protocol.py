@@ -20,9 +20,10 @@ both are re-exported here, so ``agenthost.protocol`` is the one place to import 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from json.encoder import encode_basestring
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -31,6 +32,7 @@ from agenthost.framing import CLIENT_FRAME_LIMIT, DEFAULT_FRAME_LIMIT, FrameDeco
 from agenthost.linesplit import Fragment
 from agenthost.models import (
     FINAL_STATES,
+    MESSAGE_SINCE,
     REQUEST_PAYLOADS,
     RESPONSE_PAYLOADS,
     AgentInfo,
@@ -66,6 +68,8 @@ PROTOCOL_VERSION: Final = "1.1"
 
 MIN_PROTOCOL_VERSION: Final = "1.0"
 """The oldest protocol version this package still serves and talks to."""
+
+_log = logging.getLogger("agenthost.protocol")
 
 # --- versions --------------------------------------------------------------------
 
@@ -310,20 +314,106 @@ MESSAGE_ADAPTER: Final[TypeAdapter[Response | StreamEvent]] = TypeAdapter(Messag
 def decode_message(frame: bytes) -> Response | StreamEvent:
     """Decode a frame received from a host: a response or a stream event.
 
-    Raise ProtocolError if it is neither.
+    Frames of this package's hosts take one validating parse. Anything else goes
+    through a liberal second pass (see :func:`_decode_liberally`): frames without
+    ``kind`` (hosts of protocol 1.0 as first published), escaped lone surrogates, and
+    ``chat_entry`` objects of another shape are accepted. Raise ProtocolError, with
+    what is wrong, if the frame is neither a response nor an event.
     """
     try:
         return MESSAGE_ADAPTER.validate_json(frame)
-    except ValidationError as exc:
-        first_error = exc
-    # pydantic's JSON parser refuses escaped lone surrogates ("\\ud800") that other
-    # encoders (older hosts, other languages) may send: retry through the json module.
+    except ValidationError:
+        pass
+    return _decode_liberally(frame)
+
+
+def _decode_liberally(frame: bytes) -> Response | StreamEvent:
+    # Off the hot path: only frames our own hosts never send get here, so the extra
+    # parse costs nothing to them.
     try:
-        return MESSAGE_ADAPTER.validate_python(json.loads(frame))
-    except (ValueError, RecursionError, ValidationError):
+        # json.loads, unlike pydantic's parser, takes escaped lone surrogates ("\ud800")
+        # that other encoders send; decode explicitly (bytes would be guessed UTF-16/32).
+        obj = json.loads(frame.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ProtocolError(f"malformed frame from host: not JSON ({_short(exc, 120)})") from None
+    if not isinstance(obj, dict):
         raise ProtocolError(
-            f"malformed frame from host: {_describe_validation(first_error)}"
-        ) from None
+            f"malformed frame from host: a JSON {type(obj).__name__}, not an object"
+        )
+    if "kind" not in obj:
+        # The reference host of protocol 1.0 sends no ``kind``: only its responses
+        # carry ``success``.
+        obj["kind"] = "response" if "success" in obj else "event"
+    if obj["kind"] == "event" and obj.get("chat_entry") is not None:
+        _tolerate_chat_entry(obj)
+    try:
+        return MESSAGE_ADAPTER.validate_python(obj)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed frame from host: {_describe_validation(exc)}") from None
+
+
+def _tolerate_chat_entry(event: dict[str, Any]) -> None:
+    """A ``chat_entry`` that is not a HistoryEntry (e.g. Go field names, ``Role`` and
+    ``Content``) must not end the stream: the event keeps its place, the entry goes
+    into ``data`` as JSON text and ``chat_entry`` is left out."""
+    entry = event["chat_entry"]
+    try:
+        HistoryEntry.model_validate(entry)
+    except ValidationError:
+        pass
+    else:
+        return
+    event["chat_entry"] = None
+    if event.get("data") is None:
+        event["data"] = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+    keys = sorted(entry)[:8] if isinstance(entry, dict) else type(entry).__name__
+    _log.info(
+        "chat_entry of an unknown shape at offset %s, delivered as raw data (%s)",
+        event.get("offset"),
+        keys,
+    )
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def decode_payload(model: type[M], payload: dict[str, Any], mtype: str) -> M:
+    """Validate the payload of a ``mtype`` response as ``model``; raise ProtocolError
+    saying which fields are wrong."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed {mtype} response: {_describe_validation(exc)}") from None
+
+
+_CODES_BY_MESSAGE: Final = (
+    (re.compile(r"unknown (message )?type", re.IGNORECASE), ErrorCode.UNKNOWN_TYPE),
+    (re.compile(r"agent is not running", re.IGNORECASE), ErrorCode.AGENT_NOT_RUNNING),
+)
+
+
+def response_error_code(response: Response, host_version: str | None = None) -> str | None:
+    """The error code of a failed response.
+
+    A host of protocol 1.0 as first published sends ``error`` without ``code``: the
+    code is then read from its message (``unknown message type: ...`` is
+    ``unknown_type``), or is ``unknown_type`` when the request's type is newer than
+    ``host_version``. None when nothing tells (the client raises InternalError).
+    """
+    if response.code is not None:
+        return response.code
+    message = response.error or ""
+    for pattern, code in _CODES_BY_MESSAGE:
+        if pattern.search(message):
+            return code
+    since = MESSAGE_SINCE.get(response.type)
+    if since is not None and host_version is not None:
+        try:
+            if compare_versions(host_version, since) < 0:
+                return ErrorCode.UNKNOWN_TYPE
+        except ProtocolError:
+            return None
+    return None
 
 
 # --- events (hot path) -------------------------------------------------------------
@@ -461,6 +551,7 @@ __all__ = [
     "CLIENT_FRAME_LIMIT",
     "DEFAULT_FRAME_LIMIT",
     "FINAL_STATES",
+    "MESSAGE_SINCE",
     "MIN_PROTOCOL_VERSION",
     "PROTOCOL_VERSION",
     "REQUEST_PAYLOADS",
@@ -498,11 +589,13 @@ __all__ = [
     "check_peer_version",
     "compare_versions",
     "decode_message",
+    "decode_payload",
     "decode_request",
     "encode_error",
     "encode_request",
     "encode_response",
     "is_version_supported",
     "parse_version",
+    "response_error_code",
     "validate_payload",
 ]

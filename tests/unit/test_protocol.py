@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from agenthost.errors import ErrorCode, ProtocolError, VersionUnsupported
 from agenthost.linesplit import Fragment
 from agenthost.protocol import (
+    MESSAGE_ADAPTER,
     MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     AgentInfo,
@@ -45,6 +46,7 @@ from agenthost.protocol import (
     encode_response,
     is_version_supported,
     parse_version,
+    response_error_code,
     validate_payload,
 )
 from agenthost.timefmt import rfc3339
@@ -566,15 +568,141 @@ def _leaves(value: Any) -> list[Any]:
         b"not json",
         b"[]",
         b'{"kind":"nope","type":"x"}',
-        b'{"type":"host.ping","success":true}',  # no kind
         b'{"kind":"response","type":"host.ping"}',  # no success
         b'{"kind":"event","type":"output","agent_id":"a"}',  # no offset, timestamp
         b'{"kind":"event","type":"output","agent_id":"a","offset":"x","timestamp":"t"}',
+        # without kind (a 1.0 host as first published): still checked
+        b'{"type":"host.ping","success":"maybe"}',
+        b'{"type":"host.ping","success":true,"payload":[1]}',
+        b'{"type":"output","agent_id":"a","offset":"x","timestamp":"t"}',
+        b'{"type":"output","agent_id":"a","offset":1}',
+        b'{"type":"state","agent_id":"a","offset":1,"timestamp":"t","state":7}',
+        b"\xff\xfe{}",
+        b"42",
+        b'"text"',
+        b"null",
+        DEEP,
     ],
 )
 def test_decode_message_rejects(frame: bytes) -> None:
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProtocolError, match="^malformed frame from host: "):
         decode_message(frame)
+
+
+@pytest.mark.parametrize(
+    ("frame", "says"),
+    [
+        (b"not json", "not JSON"),
+        (b"\xff{}", "not JSON"),
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b'{"kind":"event","type":"x","agent_id":"a","offset":"x","timestamp":"t"}', "offset"),
+        (b'{"type":"host.ping","success":true,"payload":[1]}', "payload"),
+    ],
+)
+def test_decode_message_says_what_is_wrong(frame: bytes, says: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        decode_message(frame)
+    assert says in str(info.value)
+    assert "discriminator" not in str(info.value)
+
+
+# --- hosts of protocol 1.0 as first published (no kind, Go field names) ------------------
+
+
+def test_a_frame_without_kind_that_has_success_is_a_response() -> None:
+    response = decode_message(b'{"type":"host.ping","id":"c1","success":true,"payload":{}}')
+    assert isinstance(response, Response)
+    assert (response.id, response.success, response.payload) == ("c1", True, {})
+    failed = decode_message(b'{"type":"host.x","id":"c2","success":false,"error":"no"}')
+    assert isinstance(failed, Response)
+    assert (failed.success, failed.error, failed.code) == (False, "no", None)
+
+
+def test_a_frame_without_kind_or_success_is_an_event() -> None:
+    event = decode_message(
+        b'{"type":"state","agent_id":"a","offset":4,'
+        b'"timestamp":"2025-03-01T14:00:00.123456789+01:00","state":"idle"}'
+    )
+    assert isinstance(event, StreamEvent)
+    assert (event.type, event.offset, event.state) == ("state", 4, "idle")
+    assert event.timestamp == datetime(2025, 3, 1, 13, 0, 0, 123456, tzinfo=UTC)
+
+
+def test_a_chat_entry_of_another_shape_is_delivered_as_raw_data(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    frame = (
+        b'{"type":"chat_entry","agent_id":"a","offset":7,"timestamp":"2025-03-01T14:00:00Z",'
+        b'"chat_entry":{"Role":"assistant","Content":"Hello","Timestamp":"2025-03-01T14:00:00Z"}}'
+    )
+    with caplog.at_level("INFO", logger="agenthost.protocol"):
+        event = decode_message(frame)
+    assert isinstance(event, StreamEvent)
+    assert event.type == "chat_entry" and event.offset == 7 and event.chat_entry is None
+    assert json.loads(event.data or "") == {
+        "Role": "assistant",
+        "Content": "Hello",
+        "Timestamp": "2025-03-01T14:00:00Z",
+    }
+    assert "unknown shape at offset 7" in caplog.text and "Role" in caplog.text
+    # the same with kind, and with an entry that is not even an object
+    with_kind = decode_message(frame.replace(b"{", b'{"kind":"event",', 1))
+    assert isinstance(with_kind, StreamEvent) and with_kind.data == event.data
+    odd = decode_message(frame.split(b',"chat_entry"')[0] + b',"chat_entry":"hi"}')
+    assert isinstance(odd, StreamEvent) and odd.chat_entry is None and odd.data == '"hi"'
+
+
+def test_a_well_formed_chat_entry_without_kind_is_parsed() -> None:
+    event = decode_message(
+        b'{"type":"chat_entry","agent_id":"a","offset":7,"timestamp":"2025-03-01T14:00:00Z",'
+        b'"chat_entry":{"role":"user","content":"hi","timestamp":"2025-03-01T14:00:00Z"}}'
+    )
+    assert isinstance(event, StreamEvent)
+    assert event.chat_entry is not None and event.chat_entry.content == "hi"
+    assert event.data is None
+
+
+def test_a_send_response_without_offset_is_a_success_without_offset() -> None:
+    sent = SendResponse.model_validate({})
+    assert sent.offset is None and sent.duplicate is False
+
+
+def _failed(mtype: str, error: str, code: str | None = None) -> Response:
+    return Response(type=mtype, success=False, error=error, code=code)
+
+
+@pytest.mark.parametrize(
+    ("response", "host_version", "code"),
+    [
+        (_failed("host.x", "whatever", "busy"), None, "busy"),  # a code wins
+        (_failed("host.x", "unknown message type: host.x"), None, "unknown_type"),
+        (_failed("host.x", "Unknown type host.x"), "1.0", "unknown_type"),
+        (_failed("host.send", "agent is not running"), "1.0", "agent_not_running"),
+        (_failed("host.interrupt", "no such thing"), "1.0", "unknown_type"),  # newer than 1.0
+        (_failed("host.interrupt", "no such thing"), "1.1", None),
+        (_failed("host.interrupt", "no such thing"), None, None),
+        (_failed("host.interrupt", "no such thing"), "garbage", None),
+        (_failed("host.send", "disk on fire"), "1.0", None),
+    ],
+)
+def test_response_error_code_for_hosts_that_send_none(
+    response: Response, host_version: str | None, code: str | None
+) -> None:
+    assert response_error_code(response, host_version) == code
+
+
+def test_our_frames_keep_the_fast_path() -> None:
+    """Frames of our own hosts never take the liberal second parse (it would cost
+    them a json.loads each): they decode the same with it removed."""
+    enc = EventEncoder("a1")
+    frames = [
+        enc.output(1, "2025-01-01T00:00:00Z", "hi", "stdout"),
+        enc.event("state", 2, "2025-01-01T00:00:00Z", {"state": "idle"}),
+        encode_response("host.ping", "r1", {"x": 1}),
+        encode_error("host.x", "r2", ErrorCode.UNKNOWN_TYPE, "unknown message type: host.x"),
+    ]
+    for frame in frames:
+        MESSAGE_ADAPTER.validate_json(frame.rstrip(b"\n"))  # raises if it would not
 
 
 def test_decode_message_ignores_unknown_response_fields_and_keeps_unknown_event_fields() -> None:
@@ -1007,3 +1135,81 @@ def test_output_lines_is_output_byte_for_byte(
     for i, data in enumerate(got):  # and each is a valid StreamEvent frame
         event = decode_message(data)
         assert isinstance(event, StreamEvent) and event.offset == first + i
+
+
+# --- str(): readable one-liners ----------------------------------------------------------
+
+TS = "2025-01-01T00:00:00Z"
+
+
+def _event(**fields: Any) -> StreamEvent:
+    return StreamEvent.model_validate({"agent_id": "a", "timestamp": TS, **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "text"),
+    [
+        (
+            {
+                "type": "chat_entry",
+                "offset": 12,
+                "chat_entry": {"role": "assistant", "content": "Hello", "timestamp": TS},
+            },
+            "#12 chat_entry assistant: Hello",
+        ),
+        ({"type": "state", "offset": 13, "state": "idle"}, "#13 state idle"),
+        ({"type": "output", "offset": 4, "data": "hi", "stream": "stdout"}, "#4 output hi"),
+        (
+            {"type": "output", "offset": 5, "data": "oops", "stream": "stderr"},
+            "#5 output stderr: oops",
+        ),
+        ({"type": "error", "offset": 6, "error": "turn failed: 500"}, "#6 error turn failed: 500"),
+        (
+            {"type": "result", "offset": 7, "result": {"subtype": "success"}},
+            "#7 result done (success)",
+        ),
+        ({"type": "result", "offset": 8, "result": {"is_error": True}}, "#8 result failed"),
+        (
+            {
+                "type": "permission_request",
+                "offset": 9,
+                "request": {
+                    "request_id": "r1",
+                    "tool_name": "Bash",
+                    "tool_input": "ls",
+                    "created_at": TS,
+                },
+            },
+            "#9 permission_request Bash: ls (request r1)",
+        ),
+        (
+            {
+                "type": "permission_response",
+                "offset": 10,
+                "decision": {"request_id": "r1", "behavior": "deny", "message": "no"},
+            },
+            "#10 permission_response deny r1: no",
+        ),
+        ({"type": "sparkle", "offset": 11}, "#11 sparkle"),
+    ],
+)
+def test_events_print_as_one_readable_line(fields: dict[str, Any], text: str) -> None:
+    event = _event(**fields)
+    assert str(event) == text
+    assert repr(event).startswith("StreamEvent(kind='event', ")  # repr keeps every field
+
+
+@pytest.mark.parametrize(
+    ("fields", "text"),
+    [
+        ({"role": "user", "content": "hi", "offset": 2}, "#2 user: hi"),
+        ({"role": "assistant", "content": "Hello"}, "assistant: Hello"),
+        ({"role": "tool", "tool_name": "Bash", "tool_input": "wc -w"}, "tool Bash: wc -w"),
+        ({"role": "tool", "tool_name": "Bash", "tool_result": "1"}, "tool Bash result: 1"),
+        ({"role": "tool", "tool_result": "boom", "is_error": True}, "tool error: boom"),
+    ],
+)
+def test_history_entries_print_as_one_readable_line(fields: dict[str, Any], text: str) -> None:
+    entry = HistoryEntry.model_validate({"timestamp": TS, **fields})
+    assert str(entry) == text
+    assert repr(entry).startswith("HistoryEntry(role=")
