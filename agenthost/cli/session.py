@@ -4,7 +4,13 @@ The session prints each event once. It remembers the last offset it showed and t
 stream's epoch; when the host goes away (a restart, a crash, a dropped connection) it
 says so, retries with backoff, and resumes right after that offset, or, if the host
 came back with a new stream (another epoch), from that stream's start. It ends when the
-user detaches, when ``--no-follow`` reached the head, or when the agent ended.
+user detaches, when ``--no-follow`` reached the head, or when the agent ended for good.
+
+"Ended for good" is decided from the live state, never from a replayed event: an id
+can be run again (a new host continues the same stream), so the replay may hold an
+earlier run's end. The session asks the host whether its agent has exited, and the
+daemon whether it will start the agent again (``--restart on-failure``); while a
+restart is coming it keeps following, across the new host's start.
 """
 
 from __future__ import annotations
@@ -14,9 +20,9 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -24,7 +30,16 @@ from agenthost.cli.common import Exit
 from agenthost.cli.render import EventRenderer, Style, fit, render_end
 from agenthost.client import AsyncClient, Subscription
 from agenthost.errors import AgentHostError, HostNotFound
-from agenthost.protocol import FINAL_STATES, PermissionRequest, StatusResponse, StreamEvent
+from agenthost.protocol import (
+    FINAL_STATES,
+    AgentInfo,
+    PermissionRequest,
+    StatusResponse,
+    StreamEvent,
+)
+
+if TYPE_CHECKING:
+    from agenthost.daemon.protocol import DaemonAgent
 
 STRUCTURED_BACKENDS = frozenset({"demo", "claude", "codex"})
 RETRY_FIRST, RETRY_MAX = 0.2, 5.0  # seconds between reconnection attempts
@@ -76,6 +91,7 @@ class AttachSession:
         self.pending: dict[str, PermissionRequest] = {}
         self.on_change: Callable[[], None] = lambda: None  # the prompt redraws
         self._renderer: EventRenderer | None = None
+        self._restart: AgentInfo | None = None  # the end of a run the daemon restarts
 
     # --- output ---------------------------------------------------------------------
 
@@ -112,6 +128,10 @@ class AttachSession:
             except HostNotFound:
                 if first:
                     raise  # nothing to follow: say why and exit (status 3)
+                if self._restart is not None and not await self._restart_coming(
+                    self._restart, host_gone=True
+                ):
+                    return self._ended(self._restart)  # the daemon will not restart it
                 await asyncio.sleep(delay)  # the host is away: wait before trying again
                 delay = min(delay * 2, RETRY_MAX)
                 continue
@@ -151,9 +171,13 @@ class AttachSession:
         self.epoch = sub.response.epoch
         self.pending = {r.request_id: r for r in sub.response.pending}
         self.on_change()
+        self._restart = None  # a host answers: a restart we waited for happened
         head = sub.response.stream_offset
-        if not self.follow and self.last_offset >= head:
-            return Exit.OK
+        if self.last_offset >= head:
+            if not self.follow:
+                return Exit.OK
+            if self.state in FINAL_STATES and (end := await self._end(client)) is not None:
+                return end
         async for event in sub:
             if event.offset <= self.last_offset:
                 continue  # shown before the connection was lost
@@ -161,10 +185,17 @@ class AttachSession:
             self._track(event)
             if self.start.since is None or event.timestamp >= self.start.since:
                 self.show(event)
-            if not self.follow and event.offset >= head:
-                return Exit.OK
-            if self.follow and event.type == "state" and self.state in FINAL_STATES:
-                return await self._ended(client)
+            if not self.follow:
+                if event.offset >= head:
+                    return Exit.OK
+                continue
+            # A final state counts only where it is the latest: at the head of the
+            # replay (earlier ones belong to runs that were followed by another) or live.
+            current = event.offset == head or (event.offset > head and event.type == "state")
+            if current and self.state in FINAL_STATES:
+                end = await self._end(client)
+                if end is not None:
+                    return end
         return None  # the connection ended: reconnect
 
     async def _first_offset(self, client: AsyncClient) -> int:
@@ -212,10 +243,77 @@ class AttachSession:
         if changed:
             self.on_change()
 
-    async def _ended(self, client: AsyncClient) -> Exit:
-        failed = self.state != "done"
-        try:  # how it ended; the host may be gone already (--linger 0)
-            self.note(render_end((await client.status()).agent), alarm=failed)
+    async def _end(self, client: AsyncClient) -> Exit | None:
+        """The stream says the agent ended. The exit status if the session ends here;
+        None to keep following (the host runs another agent since, or a restart comes)."""
+        try:
+            info: AgentInfo | None = (await client.status()).agent
         except AgentHostError:
-            self.note(f"the agent ended (state {self.state})", alarm=failed)
+            info = None  # the host is gone already (--linger 0): the stream's word stands
+        if info is not None and info.state not in FINAL_STATES:
+            self.state = info.state  # an earlier run's end: the current agent runs
+            self.on_change()
+            return None
+        if info is None:
+            info = AgentInfo(id=self.agent_id, state=self.state, started_at=datetime.now(UTC))
+        if not await self._restart_coming(info, host_gone=False):
+            return self._ended(info)
+        self._restart = info
+        self.note(f"{render_end(info)}; the daemon will start it again", alarm=True)
+        return None
+
+    async def _restart_coming(self, info: AgentInfo, *, host_gone: bool) -> bool:
+        return restart_coming(await daemon_record(self.home, self.agent_id), info, host_gone)
+
+    def _ended(self, info: AgentInfo) -> Exit:
+        failed = info.state != "done"
+        self.note(render_end(info), alarm=failed)
         return Exit.AGENT_FAILED if failed else Exit.OK
+
+
+async def daemon_record(home: Path, agent_id: str) -> DaemonAgent | None:
+    """What the home's daemon knows of the agent; None without a daemon that answers,
+    or when it does not know the agent (then nothing restarts it)."""
+    from agenthost.daemon.client import DaemonClient, daemon_alive
+
+    if not daemon_alive(home):
+        return None
+    try:
+        async with DaemonClient(home, connect_timeout=1.0, request_timeout=5.0) as daemon:
+            agents = await daemon.list()
+    except AgentHostError:
+        return None
+    return next((a for a in agents if a.agent_id == agent_id), None)
+
+
+def restart_coming(record: DaemonAgent | None, end: AgentInfo, host_gone: bool) -> bool:
+    """Whether the daemon will start the agent again after the run that ended as
+    ``end`` says.
+
+    The daemon decides a moment after the agent's end (it first learns the exit status,
+    then stops the lingering host); until its status shows the decision, the decision
+    is predicted with the daemon's own policy functions from the same facts. With
+    ``host_gone`` (the session lost the host) a daemon that still says ``running`` has
+    not noticed yet: the decision is still to come.
+    """
+    from agenthost.daemon.policy import Outcome, decide, is_failure
+    from agenthost.daemon.protocol import AgentStatus
+
+    if record is None:
+        return False
+    status = record.status
+    if status in (AgentStatus.SPAWNING, AgentStatus.RESTARTING):
+        return True
+    if host_gone and status in (AgentStatus.RUNNING, AgentStatus.UNREACHABLE):
+        return True
+    undecided = (AgentStatus.RUNNING, AgentStatus.UNREACHABLE, AgentStatus.EXITED)
+    if status not in undecided or not record.managed or record.spec is None:
+        return False
+    exit_code = record.exit_code if end.exit_code is None else end.exit_code
+    signal = end.signal or record.signal
+    failure = is_failure(Outcome.EXITED, exit_code=exit_code, state=end.state, signal=signal)
+    ran_for = (end.ended_at - end.started_at).total_seconds() if end.ended_at else 0.0
+    decision = decide(
+        record.spec.restart, failure=failure, restarts=record.restarts, ran_for=ran_for
+    )
+    return decision.restart

@@ -7,12 +7,21 @@ contiguous we can check that the *content* has no gap and no duplicate either.
 from __future__ import annotations
 
 import json
+import os
+import queue
 import socket
+import subprocess
 import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from agenthost.cli.common import Exit
+
 from conftest import HostFactory
-from hosttools import RawConn, assert_contiguous, lines_agent, wait_for
+from daemontools import daemon_world
+from hosttools import DEADLINE, PY, RawConn, assert_contiguous, lines_agent, wait_for
 
 
 def flood_code(n: int, burst: int = 0, pause: float = 0.0) -> list[str]:
@@ -356,3 +365,134 @@ def test_over_long_line_arrives_whole_in_chunks(host_factory: HostFactory) -> No
     assert total == size and chunks >= 48
     status = host.status()
     assert status["agent"]["state"] == "running"
+
+
+# --- `agenthost attach` ends on the current agent's end, not on a replayed one ----------
+
+
+class AttachProc:
+    """``agenthost attach ID --json`` in a subprocess; its events read by a thread, so
+    every wait has a deadline."""
+
+    def __init__(self, home: Path, agent_id: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [PY, "-m", "agenthost", "attach", agent_id, "--json"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**(env or os.environ), "AGENTHOST_HOME": str(home)},
+        )
+        self.events: list[dict[str, Any]] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def until(self, what: str, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first event (after those read so far) matching ``predicate``; fails if
+        attach exits first or nothing matches within the deadline."""
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"attach showed no {what} in {DEADLINE}s") from None
+            if line is None:
+                raise AssertionError(f"attach ended before {what}: {self.stderr()}")
+            event: dict[str, Any] = json.loads(line)
+            self.events.append(event)
+            if predicate(event):
+                return event
+
+    def wait(self) -> int:
+        return self.proc.wait(DEADLINE)
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            return "(still running)"
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(DEADLINE)
+        self._reader.join(DEADLINE)  # it reads stdout up to the end
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+ECHO = lines_agent(
+    "import sys\n"
+    "for line in sys.stdin:\n"
+    "    if line.startswith('exit '):\n"
+    "        sys.exit(int(line[5:]))\n"
+    "    print('echo ' + line.strip(), flush=True)\n"
+)
+"""Echoes each line it reads; ``exit N`` exits with status N."""
+
+
+def output(data: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e["type"] == "output" and e.get("data") == data
+
+
+def in_state(*states: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e["type"] == "state" and e["state"] in states
+
+
+def test_attach_to_an_id_run_again_follows_the_current_run(
+    host_factory: HostFactory, home: Path
+) -> None:
+    first = host_factory("r1", "--agent", "lines", "--linger", "0", command=ECHO)
+    with first.raw() as conn:
+        conn.request("host.send", {"input": "exit 0"})
+    first.wait_exit()
+    second = host_factory("r1", "--agent", "lines", command=ECHO)  # the same stream goes on
+    attach = AttachProc(home, "r1")
+    try:
+        # the replay holds the first run's end: history, not the end of the session
+        attach.until("the first run's end", in_state("done"))
+        attach.until("the second run's start", in_state("running"))
+        with second.raw() as conn:
+            conn.request("host.send", {"input": "still here"})
+        attach.until("a live event", output("echo still here"))
+        with second.raw() as conn:
+            conn.request("host.send", {"input": "exit 3"})
+        attach.until("the current run's end", in_state("error"))
+        assert attach.wait() == Exit.AGENT_FAILED  # and now it ends, on the live end
+        assert attach.events[-1]["state"] == "error"
+    finally:
+        attach.close()
+
+
+def test_attach_follows_a_daemon_restart_and_ends_when_it_gives_up(home: Path) -> None:
+    with daemon_world(home) as world:
+        world.start_daemon("--scan-interval", "0")
+        policy = {"policy": "on-failure", "max_restarts": 1, "backoff": 0.05}
+        world.spawn("d1", ECHO, restart=policy)
+        attach = AttachProc(home, "d1", world.env)
+        try:
+            attach.until("the start", in_state("running"))
+            assert world.cli("send", "d1", "exit 3").returncode == 0
+            attach.until("the first run's end", in_state("error"))
+            # the daemon starts a new host under the same id: attach follows it
+            attach.until("the restarted run", in_state("running"))
+            assert world.agents()["d1"]["restarts"] == 1
+            assert world.cli("send", "d1", "after the restart").returncode == 0
+            attach.until("a live event of the new run", output("echo after the restart"))
+            # a second failure reaches the limit: nothing restarts it, attach ends
+            assert world.cli("send", "d1", "exit 4").returncode == 0
+            attach.until("the second run's end", in_state("error"))
+            assert attach.wait() == Exit.AGENT_FAILED
+        finally:
+            attach.close()
+        assert world.agents()["d1"]["status"] == "failed"
+        offsets = [e["offset"] for e in attach.events]
+        assert offsets == list(range(1, len(offsets) + 1))  # one stream, nothing twice
