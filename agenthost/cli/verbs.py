@@ -144,7 +144,11 @@ def send(
         print_json({"ok": True, **result.model_dump(mode="json")})
     else:
         note = " (duplicate: already sent)" if result.duplicate else ""
-        click.echo(f"sent to {agent_id} at offset {result.offset}{note}")
+        # a 1.0 host as first published does not report where it recorded the input
+        where = " (the host reports no offset)"
+        if result.offset is not None:
+            where = f" at offset {result.offset}"
+        click.echo(f"sent to {agent_id}{where}{note}")
 
 
 @click.command()
