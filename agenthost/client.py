@@ -335,12 +335,17 @@ class AsyncClient:
         return self.host_ping
 
     async def status(self) -> StatusResponse:
-        """The host and its agent: a StatusResponse with ``host`` (HostInfo: pid,
-        versions, socket) and ``agent`` (AgentInfo: state, pid, exit code, cost, ...)."""
+        """The host and its agent.
+
+        Return a StatusResponse: ``host`` (HostInfo: pid, versions, socket) and
+        ``agent`` (AgentInfo: state, pid, exit code, cost, ...). Raises only the errors
+        every request raises (see the class).
+        """
         return await self._typed(StatusResponse, MessageType.STATUS)
 
     async def list(self) -> list[AgentInfo]:
-        """The agents of this host: a list of one AgentInfo."""
+        """The agents of this host. Return a list of one AgentInfo. Raises only the
+        errors every request raises (see the class)."""
         return (await self._typed(ListResponse, MessageType.LIST)).agents
 
     async def history(self, limit: int = 0) -> HistoryResponse:
@@ -397,9 +402,11 @@ class AsyncClient:
         return await self._typed(InterruptResponse, MessageType.INTERRUPT)
 
     async def pending(self) -> builtins.list[PermissionRequest]:
-        """The permission requests waiting for an answer (protocol 1.1): a list of
-        PermissionRequest (``request_id``, ``tool_name``, ``tool_input``, ...), empty
-        when none waits. Raise UnknownType from a 1.0 host."""
+        """The permission requests waiting for an answer (protocol 1.1).
+
+        Return a list of PermissionRequest (``request_id``, ``tool_name``,
+        ``tool_input``, ...), empty when none waits. Raise UnknownType from a 1.0 host.
+        """
         return (await self._typed(PendingResponse, MessageType.PENDING)).requests
 
     async def respond(

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +32,7 @@ from agenthost import (
 from agenthost.protocol import PROTOCOL_VERSION
 
 from conftest import HostFactory
-from hosttools import lines_agent, wait_for
+from hosttools import DEADLINE, lines_agent, wait_for
 
 CAT = ["cat"]
 
@@ -300,3 +304,77 @@ def test_no_descriptor_leak_across_sends_and_attaches(host_factory: HostFactory)
             c.attach(0)
     wait_for(lambda: proc.num_fds() <= before, what="descriptors released")
     assert os.path.exists(host.socket_path)
+
+
+# --- the Python API for people ------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_snippet() -> str:
+    """The README's Python example, exactly as printed."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    found = [b for b in blocks if "from agenthost import Client" in b]
+    assert len(found) == 1, "the README has one Python example using Client"
+    return str(found[0])
+
+
+def test_the_readme_snippet_runs_against_the_demo_agent_and_ends(
+    host_factory: HostFactory,
+) -> None:
+    host = host_factory("demo", "--agent", "demo")
+    run = subprocess.run(
+        [sys.executable, "-c", readme_snippet()],
+        env={**os.environ, "AGENTHOST_HOME": str(host.home)},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,  # it follows forever without its stop condition
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "idle"
+    assert re.fullmatch(r"#\d+ chat_entry user: hello", lines[1])
+    assert re.fullmatch(r"#\d+ chat_entry assistant: You said \"hello\"\. .*", lines[-1])
+
+
+def test_async_attach_iterates_without_await_and_still_awaits(host_factory: HostFactory) -> None:
+    host = host_factory("a1", "--agent", "lines", command=CAT)
+
+    async def main() -> tuple[list[str | None], int, list[str | None]]:
+        async with AsyncClient("a1", home=host.home) as client:
+            await client.send("one")
+            plain: list[str | None] = []
+            async for event in client.attach(0):  # attaches on the first step
+                if event.type == "output":
+                    plain.append(event.data)
+                    break
+            await client.detach()
+            sub = client.attach(client.last_offset)
+            with pytest.raises(RuntimeError, match="not attached yet"):
+                sub.response  # noqa: B018 - nothing was sent yet
+            assert await sub is sub  # the old form: await, then the response
+            head = sub.response.stream_offset
+            await client.send("two")
+            later: list[str | None] = []
+            async for event in sub:
+                if event.type == "output":
+                    later.append(event.data)
+                    break
+            return plain, head, later
+
+    plain, head, later = uvloop.run(asyncio.wait_for(main(), DEADLINE))
+    assert plain == ["one"] and later == ["two"] and head >= 2
+
+
+def test_every_public_client_method_says_what_it_takes_returns_and_raises() -> None:
+    for cls in (AsyncClient, Client):
+        for name, member in vars(cls).items():
+            if name.startswith("_") and name not in ("__enter__", "__aenter__"):
+                continue
+            doc = inspect.getdoc(member.fget if isinstance(member, property) else member)
+            assert doc, f"{cls.__name__}.{name} has no docstring"
+            if callable(member) and name not in ("close", "__enter__", "__aenter__"):
+                words = doc.lower()
+                assert "return" in words or "raise" in words, f"{cls.__name__}.{name}: {doc}"
+    assert "AgentNotRunning" in (Client.send.__doc__ or "")  # the blocking twin's too
