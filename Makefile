@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m compileall -q agenthost
 	touch $(STAMP)
 
-## Run the built-in demo agent in a host and attach to it (Ctrl-C detaches).
+## Run the built-in demo agent in a host and attach to it (Ctrl-] detaches).
 demo: $(STAMP)
 	$(VENV)/bin/agenthost demo
 

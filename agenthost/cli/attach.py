@@ -78,6 +78,13 @@ def attach(
     On a terminal (unless --read-only): type a line and Enter to send it;
     y / n [reason] answers a permission question; Ctrl-C interrupts the current
     turn; Ctrl-] (or Ctrl-D on an empty line) detaches. The agent keeps running.
+    Elsewhere (--read-only, --json, a pipe) Ctrl-C detaches.
+
+    \b
+    It ends when the agent it follows has exited and nothing will start it again.
+    An end in the replay that a later run followed (the id was run again) is
+    history; while the daemon restarts the agent (--restart on-failure), attach
+    waits for the new host and goes on.
 
     \b
     Exit status: 0 detached, at the head (--no-follow), or the agent ended "done";

@@ -214,8 +214,8 @@ def demo(agent_id: str, no_attach: bool, home: Path | None) -> None:
 
     The demo agent needs no API key: it answers each message like Claude Code would
     (text, a tool call and its result, a result with cost). A first message is sent
-    when the host is new. Type messages to talk to it; Ctrl-C detaches and leaves it
-    running (`agenthost stop demo` ends it).
+    when the host is new. Type messages to talk to it; Ctrl-C interrupts its turn;
+    Ctrl-] detaches and leaves it running (`agenthost stop demo` ends it).
     """
     from agenthost.cli.attach import attach_loop
     from agenthost.client import Client

@@ -48,7 +48,10 @@ class Terminal:
         def _interrupt(event: Any) -> None:
             self._spawn(self._interrupt())
 
-        @keys.add("c-]")
+        # eager: emacs mode binds "c-] <char>" (search for a character), so without it
+        # prompt_toolkit waits for a second key and the keys typed meanwhile are taken
+        # as that character and the line to send
+        @keys.add("c-]", eager=True)
         def _detach(event: Any) -> None:
             event.app.exit(result=_DETACH)
 

@@ -50,8 +50,9 @@ class Tmux:
         self.tmux("send-keys", "-l", text)
         self.tmux("send-keys", "Enter")
 
-    def keys(self, hex_bytes: str) -> None:
-        self.tmux("send-keys", "-H", hex_bytes)
+    def keys(self, *hex_bytes: str) -> None:
+        """Send these bytes (two hex digits each) in one command."""
+        self.tmux("send-keys", "-H", *hex_bytes)
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
@@ -112,6 +113,23 @@ def test_detach_keys_leave_the_agent_running(host_factory: HostFactory, term: Tm
     term.wait("Ctrl-] detaches")
     term.keys("04")
     assert "EXIT=0" in term.wait("EXIT=")
+
+
+def test_ctrl_bracket_detaches_at_once_and_keys_after_it_are_not_sent(
+    host_factory: HostFactory, term: Tmux
+) -> None:
+    host = demo(host_factory)
+    term.start(f"{ATTACH} d1")
+    term.wait("Ctrl-] detaches")
+    # Ctrl-] then a line and Enter, at once: Ctrl-] must act alone (not wait for a
+    # second key, which would take "l" as the character to search for and send "eaked")
+    term.keys(DETACH, *(f"{b:02x}" for b in b"leaked\r"))
+    screen = term.wait("EXIT=")
+    assert "detached; the agent keeps running" in screen and "EXIT=0" in screen
+    with host.raw() as conn:
+        entries = conn.request("host.history")["payload"]["entries"]
+    assert [e for e in entries if e["role"] == "user"] == []  # nothing reached the agent
+    assert host.agent()["state"] == "idle"
 
 
 def test_answering_permission_requests(host_factory: HostFactory, term: Tmux) -> None:
