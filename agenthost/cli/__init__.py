@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wait": ("agenthost.cli.wait", "wait"),
     "daemon": ("agenthost.cli.daemon", "daemon"),
     "run": ("agenthost.cli.daemon", "run"),
+    "forget": ("agenthost.cli.daemon", "forget"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -9,11 +11,13 @@ import click
 from agenthost.cli.common import (
     agent_options,
     check_agent,
+    complete_agent_ids,
     handle_errors,
     home_option,
     json_option,
     parse_pairs,
     print_json,
+    remember_agent_id,
 )
 from agenthost.log import LEVELS
 
@@ -96,6 +100,18 @@ def daemon(
         log_level=log_level,
     )
     run_daemon(config)
+
+
+@contextlib.contextmanager
+def _stop_first(agent_id: str) -> Iterator[None]:
+    """Add what to do to the daemon's ``busy`` answer (hints do not cross the wire)."""
+    from agenthost.errors import Busy
+
+    try:
+        yield
+    except Busy as exc:
+        exc.hint = exc.hint or f"stop it first: agenthost stop {agent_id}"
+        raise
 
 
 @click.command(context_settings={"show_default": True})
@@ -185,7 +201,7 @@ def run(
         async with DaemonClient(root) as client:
             return await client.spawn(spec)
 
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner, _stop_first(agent_id):
         result = runner.run(spawn())
     if as_json:
         body = {"ok": True, **result.model_dump(mode="json", exclude_none=True)}
@@ -199,3 +215,39 @@ def run(
         f"host for {agent_id} started by the daemon (pid {result.host_pid}); "
         f"socket {result.socket_path}; log {result.log_path}"
     )
+
+
+@click.command()
+@click.argument("agent_id", shell_complete=complete_agent_ids)
+@click.option("--purge", is_flag=True, help="Also delete the agent's journal (its history).")
+@home_option
+@json_option
+@handle_errors
+def forget(agent_id: str, purge: bool, home: Path | None, as_json: bool) -> None:
+    """Remove an agent that does not run from the daemon's registry.
+
+    A live agent is refused (exit 6): stop it first. Its journal stays (agenthost
+    export still reads it) unless --purge. Works with or without a running daemon.
+    """
+    from agenthost.daemon.client import forget_agent
+    from agenthost.errors import HostNotFound
+    from agenthost.paths import resolve_home, validate_agent_id
+
+    remember_agent_id(agent_id)
+    root = resolve_home(home)
+    validate_agent_id(agent_id)
+    with _stop_first(agent_id):
+        result = forget_agent(root, agent_id, purge=purge)
+    if not result.forgotten and not result.purged:
+        what = "nor a journal " if purge else ""
+        raise HostNotFound(
+            f"the daemon knows no agent {agent_id!r} {what}(nothing to forget)",
+            hint="agenthost list shows the agents it knows",
+        )
+    if as_json:
+        print_json({"ok": True, **result.model_dump(mode="json")})
+        return
+    if result.forgotten:
+        click.echo(f"forgot {agent_id}" + (" and deleted its journal" if result.purged else ""))
+    else:
+        click.echo(f"deleted the journal of {agent_id} (the daemon did not know it)")

@@ -225,9 +225,10 @@ class DaemonClient:
         payload = {"agent_id": agent_id, "force": force, "timeout": timeout, "reason": reason}
         return await self._typed(DaemonStopResponse, DaemonMessageType.STOP, payload)
 
-    async def forget(self, agent_id: str) -> ForgetResponse:
-        """Remove an agent that is not running from the registry."""
-        payload = {"agent_id": agent_id}
+    async def forget(self, agent_id: str, *, purge: bool = False) -> ForgetResponse:
+        """Remove an agent that is not running from the registry (``purge``: and delete
+        its journal). A live agent is refused with Busy."""
+        payload = {"agent_id": agent_id, "purge": purge}
         return await self._typed(ForgetResponse, DaemonMessageType.FORGET, payload)
 
     async def watch(
@@ -360,3 +361,46 @@ def known_agents(home: Path, *, timeout: float = 1.0) -> tuple[list[DaemonAgent]
             return [r.to_wire() for r in registry.load().values()], "registry"
     except RegistryError:
         return [], "none"  # listing the hosts matters more than what the daemon knew
+
+
+def forget_agent(
+    home: Path, agent_id: str, *, purge: bool = False, timeout: float = 60.0
+) -> ForgetResponse:
+    """Forget an agent that does not run: through the daemon when one runs, else in the
+    registry directly (holding the daemon lock meanwhile, so no daemon starts on a
+    half-edited view). Raise Busy for a live agent. Blocking."""
+    import uvloop
+
+    from agenthost.daemon.files import purge_journal, refuse_if_running, registry_path
+    from agenthost.daemon.registry import Registry
+    from agenthost.errors import HostAlreadyRunning
+    from agenthost.lockfile import HostLock
+
+    async def ask() -> ForgetResponse:
+        async with DaemonClient(home, connect_timeout=timeout, request_timeout=timeout) as c:
+            return await c.forget(agent_id, purge=purge)
+
+    def through_daemon() -> ForgetResponse:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(ask())
+
+    if daemon_alive(home):
+        return through_daemon()
+    if not home.is_dir():  # no home: nothing was ever recorded in it
+        return ForgetResponse(agent_id=agent_id, forgotten=False)
+    lock = HostLock(daemon_lock_path(home))
+    try:
+        lock.acquire()
+    except HostAlreadyRunning:  # a daemon started meanwhile: it holds the registry
+        return through_daemon()
+    try:
+        refuse_if_running(home, agent_id)
+        purged = purge_journal(home, agent_id) if purge else False
+        forgotten = False
+        path = registry_path(home)
+        if path.exists():
+            with Registry(path) as registry:
+                forgotten = registry.forget(agent_id)
+        return ForgetResponse(agent_id=agent_id, forgotten=forgotten, purged=purged)
+    finally:
+        lock.release()

@@ -17,11 +17,14 @@ import structlog
 from agenthost.agents import AdapterOptions, make_adapter
 from agenthost.client import AsyncClient
 from agenthost.daemon.fanout import Backfill
+from agenthost.daemon.files import purge_journal
 from agenthost.daemon.protocol import (
-    ACTIVE_STATUSES,
+    ENDED_STATUSES,
     AgentStatus,
     DaemonStopRequest,
     DaemonStopResponse,
+    ForgetRequest,
+    ForgetResponse,
     NoticeType,
     SpawnResponse,
     SpawnSpec,
@@ -55,14 +58,15 @@ async def spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
 async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
     agent_id = spec.agent_id
     known = sup.agents.get(agent_id)
-    if known is not None and known.record.status in (AgentStatus.EXITED, AgentStatus.FAILED):
-        # its agent ended and only its host lingers (final state, history): a new
-        # spawn replaces it
+    if known is not None and _over(sup, known):
+        # its run is over: at most its host lingers (final state, history) or its
+        # lifecycle is still recording the end; a new spawn replaces both
         await _retire(sup, known)
-    if known is not None and (known.running or known.record.status in ACTIVE_STATUSES):
+    if known is not None and (known.running or known.record.status not in ENDED_STATUSES):
         raise HostAlreadyRunning(
-            f"agent {agent_id!r} is already known to the daemon (status {known.record.status})",
-            hint=f"stop it first: agenthost stop {agent_id}",
+            f"agent {agent_id!r} is already running under the daemon "
+            f"(status {known.record.status})",
+            hint=f"stop it first (agenthost stop {agent_id}), or choose another --agent-id",
         )
     if is_lock_held(lock_path(sup.home, agent_id)):
         raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
@@ -98,6 +102,16 @@ async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
         log_path=str(host.log_path),
         unit=host.unit,
     )
+
+
+def _over(sup: Supervisor, agent: Agent) -> bool:
+    """Whether the agent's run is over: it ended, or its host is gone (no lock) and
+    its lifecycle is only catching up (a restart being waited for is not over)."""
+    status = agent.record.status
+    if status in ENDED_STATUSES:
+        return True
+    host_gone = not is_lock_held(lock_path(sup.home, agent.record.agent_id))
+    return host_gone and status in (AgentStatus.RUNNING, AgentStatus.UNREACHABLE)
 
 
 async def _retire(sup: Supervisor, agent: Agent) -> None:
@@ -149,17 +163,28 @@ async def stop(sup: Supervisor, request: DaemonStopRequest) -> DaemonStopRespons
     return DaemonStopResponse(agent_id=record.agent_id, **result.model_dump())
 
 
-def forget(sup: Supervisor, agent_id: str) -> bool:
-    """Remove an agent that is not running from the registry."""
+async def forget(sup: Supervisor, request: ForgetRequest) -> ForgetResponse:
+    """Remove an agent that does not run from the registry (and, with ``purge``, its
+    journal). A live agent is refused (``busy``): it must be stopped first."""
+    agent_id = request.agent_id
     agent = sup.agents.get(agent_id)
-    if agent is not None and (agent.running or agent.record.status in ACTIVE_STATUSES):
+    host_alive = is_lock_held(lock_path(sup.home, agent_id))
+    if agent is not None and agent.running and not host_alive and _over(sup, agent):
+        # stopped a moment ago (`agenthost stop`, then forget): the host is gone and
+        # the lifecycle is recording the end; let it finish
+        await _retire(sup, agent)
+    live = agent is not None and (agent.running or agent.record.status not in ENDED_STATUSES)
+    if live or host_alive:
+        status = f" (status {agent.record.status})" if agent is not None else ""
         raise Busy(
-            f"agent {agent_id!r} is {agent.record.status}",
+            f"agent {agent_id!r} is live{status}: a live agent is not forgotten",
             hint=f"stop it first: agenthost stop {agent_id}",
         )
+    purged = purge_journal(sup.home, agent_id) if request.purge else False
     sup.agents.pop(agent_id, None)
     sup.hub.forget(agent_id)
-    return sup.registry.forget(agent_id)
+    forgotten = sup.registry.forget(agent_id)
+    return ForgetResponse(agent_id=agent_id, forgotten=forgotten, purged=purged)
 
 
 async def backfill(

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import (
     BaseModel,
     Field,
+    StrictBool,
     StrictInt,
     StrictStr,
     TypeAdapter,
@@ -108,10 +109,11 @@ class AgentStatus(StrEnum):
     """The host speaks a protocol major version the daemon cannot follow."""
 
 
-ACTIVE_STATUSES: Final = frozenset(
-    {AgentStatus.SPAWNING, AgentStatus.RUNNING, AgentStatus.UNREACHABLE, AgentStatus.EXITED}
+ENDED_STATUSES: Final = frozenset(
+    {AgentStatus.EXITED, AgentStatus.STOPPED, AgentStatus.FAILED, AgentStatus.LOST}
 )
-"""Statuses in which the agent's host may still be alive."""
+"""Statuses of an agent whose run is over (its host may still linger after an exit):
+spawning its id again starts it again; it may be forgotten once its host is gone."""
 
 
 def _agent_id(value: str) -> str:
@@ -168,11 +170,18 @@ class SpawnSpec(PeerModel):
 
 
 class AgentRequest(PeerModel):
-    """A request about one agent (``daemon.forget``)."""
+    """A request about one agent."""
 
     agent_id: StrictStr
 
     _check_id = field_validator("agent_id")(_agent_id)
+
+
+class ForgetRequest(AgentRequest):
+    """``daemon.forget``: remove an agent that does not run from the registry."""
+
+    purge: StrictBool = False
+    """Also delete the agent's journal (never a live host's)."""
 
 
 class DaemonStopRequest(AgentRequest):
@@ -299,6 +308,9 @@ class DaemonStopResponse(StopResponse):
 class ForgetResponse(OpenModel):
     agent_id: str
     forgotten: bool
+    """The registry knew the agent (and no longer does)."""
+    purged: bool = False
+    """Its journal was deleted (``purge``; False when there was none)."""
 
 
 class WatchStart(OpenModel):
@@ -333,7 +345,7 @@ DAEMON_REQUEST_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel]]] = {
     DaemonMessageType.SPAWN: SpawnSpec,
     DaemonMessageType.LIST: EmptyRequest,
     DaemonMessageType.STOP: DaemonStopRequest,
-    DaemonMessageType.FORGET: AgentRequest,
+    DaemonMessageType.FORGET: ForgetRequest,
     DaemonMessageType.WATCH: WatchRequest,
     DaemonMessageType.UNWATCH: EmptyRequest,
 }

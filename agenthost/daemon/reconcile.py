@@ -44,6 +44,10 @@ class Step(StrEnum):
     LOST = "lost"
     """The registry thought the host alive, but it is gone: mark the agent lost, then
     apply its restart policy."""
+    ENDED = "ended"
+    """An earlier daemon saw the agent exit, and its lingering host ended while no
+    daemon ran: record the run's end as exited (never lost), then apply its restart
+    policy."""
     RESTART = "restart"
     """The daemon died while a restart was pending: carry it out."""
     NOTHING = "nothing"
@@ -111,6 +115,10 @@ def _plan_one(agent_id: str, record: AgentRecord | None, found: HostProbe | None
         return Planned(agent_id, Step.NOTHING, found, clean)
     if record.status == AgentStatus.RESTARTING:
         return Planned(agent_id, Step.RESTART, found, clean)
+    if record.status == AgentStatus.EXITED:
+        # its exit was seen and recorded: only a run whose end is not yet recorded
+        # (a host still counted, host_pid set) has an end to record
+        return Planned(agent_id, Step.ENDED if record.host_pid else Step.NOTHING, found, clean)
     if record.active:
         return Planned(agent_id, Step.LOST, found, clean)
     return Planned(agent_id, Step.NOTHING, found, clean)

@@ -30,12 +30,11 @@ from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS,
 from agenthost.daemon.files import daemon_lock_path, daemon_socket_path, registry_path
 from agenthost.daemon.protocol import (
     DAEMON_PROTOCOL_VERSION,
-    AgentRequest,
     DaemonListResponse,
     DaemonMessageType,
     DaemonPingResponse,
     DaemonStopRequest,
-    ForgetResponse,
+    ForgetRequest,
     ReconcileReport,
     SpawnSpec,
     WatchRequest,
@@ -222,10 +221,8 @@ class Daemon:
             assert isinstance(payload, DaemonStopRequest)
             return self._later(mtype, request, commands.stop(sup, payload))
         if mtype is DaemonMessageType.FORGET:
-            assert isinstance(payload, AgentRequest)
-            forgotten = commands.forget(sup, payload.agent_id)
-            response = ForgetResponse(agent_id=payload.agent_id, forgotten=forgotten)
-            return encode_response(mtype, request.id, response)
+            assert isinstance(payload, ForgetRequest)
+            return self._later(mtype, request, commands.forget(sup, payload))
         if mtype is DaemonMessageType.WATCH:
             assert isinstance(payload, WatchRequest)
             self.hub.unwatch(conn)

@@ -82,6 +82,12 @@ async def reconcile(sup: Supervisor, *, attach_timeout: float = 10.0) -> Reconci
             if sup.end_run(agent, Outcome.LOST, reason).restart:
                 sup.start(agent, "restart")
                 report.restarting.append(agent_id)
+        elif planned.step is Step.ENDED:
+            agent = sup.agents[agent_id]
+            reason = "the host ended while no daemon ran"
+            if sup.end_run(agent, Outcome.EXITED, reason).restart:
+                sup.start(agent, "restart")
+                report.restarting.append(agent_id)
         elif planned.step is Step.RESTART:
             sup.start(sup.agents[agent_id], "restart")
             report.restarting.append(agent_id)

@@ -20,7 +20,13 @@ import pytest
 
 from agenthost.cli.common import Exit
 
-from daemontools import DaemonWorld, daemon_world, flood_command, read_stream
+from daemontools import (
+    DaemonWorld,
+    StreamCollector,
+    daemon_world,
+    flood_command,
+    read_stream,
+)
 from hosttools import PY, pid_gone, wait_for
 
 
@@ -145,7 +151,8 @@ def test_run_starts_the_daemon_and_list_shows_what_it_knows(world: DaemonWorld) 
 
     status, out = world.cli_bg("run", "--agent-id", "r1", "--agent", "lines", "--", "true")
     assert status == Exit.BUSY, out
-    assert "already known to the daemon" in out
+    assert "already running under the daemon (status running)" in out
+    assert "hint: stop it first: agenthost stop r1" in out
 
     listed = json.loads(world.cli("list", "--json").stdout)
     assert [item["agent_id"] for item in listed] == ["r1"]
@@ -252,7 +259,7 @@ def test_reconcile_cleans_stale_files_and_marks_lost(world: DaemonWorld) -> None
     agent = world.agents()["gone"]
     assert agent["status"] == "lost" and agent["host_pid"] == 0
     forgotten = world.request("daemon.forget", {"agent_id": "gone"})
-    assert forgotten == {"agent_id": "gone", "forgotten": True}
+    assert forgotten == {"agent_id": "gone", "forgotten": True, "purged": False}
     assert "gone" not in world.agents()
 
 
@@ -317,6 +324,118 @@ def test_on_failure_restarts_gives_up_and_a_new_spawn_replaces(world: DaemonWorl
     agent = world.agents()["c1"]
     assert agent["status"] == "running" and agent["restarts"] == 0
     assert agent["host_pid"] != lingering and not psutil.pid_exists(lingering)
+
+
+def test_run_again_continues_the_stream_and_forget(world: DaemonWorld) -> None:
+    world.start_daemon("--scan-interval", "0", "--flush-interval", "0.05")
+    watch = StreamCollector(world)
+    run = ("run", "--agent-id", "x1", "--agent", "demo")
+    first = world.cli(*run)
+    assert first.returncode == 0, first.stderr
+    before = wait_for(lambda: (a := world.agents()["x1"])["state"] == "idle" and a, what="x1 idle")
+    assert world.cli("stop", "x1").returncode == 0  # through the host, not the daemon
+    wait_for(lambda: world.agents()["x1"]["status"] == "exited", what="x1 exited")
+
+    # the same id runs again: its new host continues the journal, so the daemon
+    # follows one stream, same epoch, offsets growing from where the first run ended
+    again = world.cli(*run)
+    assert again.returncode == 0, again.stderr
+    after = wait_for(
+        lambda: (
+            (a := world.agents()["x1"])["state"] == "idle"
+            and a["last_offset"] > before["last_offset"] + 1
+            and a
+        ),
+        what="x1 idle again",
+    )
+    assert after["status"] == "running" and after["epoch"] == before["epoch"]
+    watch.wait(lambda w: w.count("x1") >= after["last_offset"], what="every event watched")
+    offsets = watch.offsets("x1")
+    assert offsets == list(range(1, len(offsets) + 1))  # one stream: no restart at 1
+    assert watch.epoch("x1") == before["epoch"]
+    watch.close()
+
+    # a live id is refused, for run and forget alike, saying what to do
+    busy = world.cli(*run)
+    assert busy.returncode == Exit.BUSY, (busy.stdout, world.agents()["x1"], world.host_pids())
+    assert "agent 'x1' is already running under the daemon (status running)" in busy.stderr
+    assert "hint: stop it first: agenthost stop x1" in busy.stderr
+    live = world.cli("forget", "x1")
+    assert live.returncode == Exit.BUSY and "a live agent is not forgotten" in live.stderr
+    assert "hint: stop it first: agenthost stop x1" in live.stderr
+
+    # stopped, it is forgotten (right after the stop: no wait needed); its journal stays
+    assert world.cli("stop", "x1").returncode == 0
+    forgot = world.cli("forget", "x1", "--json")
+    assert forgot.returncode == 0, forgot.stderr
+    assert json.loads(forgot.stdout) == {
+        "ok": True, "agent_id": "x1", "forgotten": True, "purged": False
+    }  # fmt: skip
+    assert "x1" not in world.agents()
+    journal = world.home / "journal" / "x1"
+    assert journal.is_dir()
+    nothing = world.cli("forget", "x1")
+    assert nothing.returncode == Exit.NO_HOST and "nothing to forget" in nothing.stderr
+
+    # --purge deletes the journal too (here the daemon no longer knew the id)
+    purged = world.cli("forget", "--purge", "x1")
+    assert purged.returncode == 0, purged.stderr
+    assert purged.stdout == "deleted the journal of x1 (the daemon did not know it)\n"
+    assert not journal.exists()
+
+    for garbage in (["../x"], [], ["x1", "extra"], ["--purge=yes", "x1"], ["-x", "x1"]):
+        bad = world.cli("forget", *garbage)
+        assert bad.returncode == Exit.USAGE, (garbage, bad.stdout, bad.stderr)
+        assert "Traceback" not in bad.stderr
+
+
+def test_forget_without_a_daemon_and_purge(world: DaemonWorld) -> None:
+    daemon = world.start_daemon("--scan-interval", "0")
+    world.spawn("f1", flood_command("--count", "2", "--exit", "0"), linger=0)
+    wait_for(lambda: (a := world.agents()["f1"])["status"] == "exited" and a["host_pid"] == 0)
+    daemon.signal(signal.SIGTERM)
+    daemon.wait_exit()
+    # no daemon: the registry is edited directly (no daemon is started for it)
+    forgot = world.cli("forget", "--purge", "f1")
+    assert forgot.returncode == 0, forgot.stderr
+    assert forgot.stdout == "forgot f1 and deleted its journal\n"
+    assert world.registry("SELECT agent_id FROM agents") == []
+    assert world.registry("SELECT agent_id FROM exits") == []
+    assert not (world.home / "journal" / "f1").exists()
+    assert not (world.home / "daemon.lock").exists() and not world.socket_path.exists()
+
+    # a live host (here one started with serve, unknown to any registry) is refused
+    world.reaper.spawn(
+        [PY, "-m", "agenthost", "serve", "--agent-id", "s1", "--agent", "demo"], world.env
+    )
+    wait_for(lambda: (world.home / "hosts" / "s1.sock").exists(), what="s1 serving")
+    live = world.cli("forget", "--purge", "s1")
+    assert live.returncode == Exit.BUSY and "a live agent is not forgotten" in live.stderr
+    assert (world.home / "journal" / "s1").is_dir()
+
+
+def test_daemon_restart_keeps_exited_agents_exited(world: DaemonWorld) -> None:
+    daemon = world.start_daemon("--scan-interval", "0", "--flush-interval", "0.05")
+    world.spawn("ok", flood_command("--count", "1", "--exit", "0"), linger=0)
+    world.spawn("bad", flood_command("--count", "1", "--exit", "3"), linger=0)
+    world.spawn("linger", flood_command("--count", "1", "--exit", "0"))  # its host lingers
+    for agent_id in ("ok", "bad"):
+        wait_for(lambda a=agent_id: world.agents()[a]["host_pid"] == 0, what=f"{agent_id} ended")
+    wait_for(lambda: world.registry("SELECT exit_code FROM agents WHERE agent_id = 'linger'")
+             == [(0,)], what="linger's exit recorded")  # fmt: skip
+    daemon.signal(signal.SIGKILL)
+    daemon.wait_exit()
+    # the lingering host ends while no daemon runs
+    assert world.cli("stop", "linger").returncode == 0
+    wait_for(lambda: "linger" not in world.host_pids(), what="linger's host gone")
+
+    world.start_daemon("--scan-interval", "0")
+    assert world.ping()["reconcile"]["lost"] == []
+    agents = world.agents()
+    got = {a: (agents[a]["status"], agents[a]["exit_code"]) for a in ("ok", "bad", "linger")}
+    assert got == {"ok": ("exited", 0), "bad": ("exited", 3), "linger": ("exited", 0)}
+    outcomes = world.registry("SELECT agent_id, outcome FROM exits ORDER BY agent_id")
+    assert outcomes == [("bad", "exited"), ("linger", "exited"), ("ok", "exited")]
 
 
 class FakeHost:

@@ -47,8 +47,8 @@ def probed(kind: ProbeKind, st: StatusResponse | None = None) -> HostProbe:
     return HostProbe("a", kind, st if st is not None or kind is not ProbeKind.LIVE else status())
 
 
-def rec(status_: str) -> AgentRecord:
-    return AgentRecord("a", status_)
+def rec(status_: str, host_pid: int = 0) -> AgentRecord:
+    return AgentRecord("a", status_, host_pid=host_pid)
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,12 @@ def rec(status_: str) -> AgentRecord:
         (rec("running"), probed(ProbeKind.SOCKETLESS), Step.FOLLOW, False),
         (None, probed(ProbeKind.UNREACHABLE), Step.ADOPT, False),
         (rec("running"), probed(ProbeKind.STALE), Step.LOST, True),
-        (rec("exited"), probed(ProbeKind.GONE), Step.LOST, False),
+        # an exit the daemon saw stays an exit: recorded already (host_pid 0), or its
+        # lingering host ended while no daemon ran (its end still to record)
+        (rec("exited"), probed(ProbeKind.GONE), Step.NOTHING, False),
+        (rec("exited", host_pid=7), probed(ProbeKind.GONE), Step.ENDED, False),
+        (rec("exited", host_pid=7), probed(ProbeKind.STALE), Step.ENDED, True),
+        (rec("exited", host_pid=7), probed(ProbeKind.LIVE), Step.FOLLOW, False),
         (rec("spawning"), probed(ProbeKind.GONE), Step.LOST, False),
         (rec("restarting"), probed(ProbeKind.GONE), Step.RESTART, False),
         (rec("restarting"), probed(ProbeKind.STALE), Step.RESTART, True),
