@@ -186,7 +186,6 @@ class Host:
         self._stderr = LineSplitter(self.adapter.max_line_bytes)
         self._send_keys: OrderedDict[str, int] = OrderedDict()
         self._stop_task: asyncio.Task[StopResult] | None = None
-        self._stopping = False
         self._shutdown: asyncio.Event | None = None
         self._linger: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -362,7 +361,6 @@ class Host:
 
     async def _stop_agent(self, force: bool, timeout: float) -> StopResult:
         started = time.monotonic()
-        self._stopping = True
         if self._linger is not None:
             self._linger.cancel()
         if self.process.running:
@@ -415,9 +413,10 @@ class Host:
             PermissionDecided(request_id, "cancelled", "the agent exited")
             for request_id in list(self.stream.pending)
         ]
-        if not status.success and not self._stopping:
-            how = f"signal {status.signal}" if status.signal else f"exit code {status.exit_code}"
-            events.append(ErrorNote(f"agent exited with {how}"))
+        # A requested stop that the agent obeyed (its SIGTERM, SIGINT, exit 0) is a clean
+        # end; a death nobody asked for, or a SIGKILL, is an error and says why.
+        if not status.success:
+            events.append(ErrorNote(_exit_note(status)))
         events.append(StateChange(AgentState.DONE if status.success else AgentState.ERROR))
         self.stream.publish(events)
         self._write_lock_info()
@@ -635,6 +634,16 @@ class Host:
             final_state=self.stream.state.value,
         )
         return encode_response(MessageType.STOP, request.id, response)
+
+
+def _exit_note(status: ExitStatus) -> str:
+    """The error event's text for an end that is not clean."""
+    how = f"signal {status.signal}" if status.signal else f"exit code {status.exit_code}"
+    if not status.stop_requested:
+        return f"agent exited with {how}"
+    if status.signal == "SIGKILL":
+        return "the stop killed the agent with SIGKILL (forced, or SIGTERM did not end it in time)"
+    return f"agent exited with {how} when asked to stop"
 
 
 def _dt(ts: float) -> datetime:

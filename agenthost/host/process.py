@@ -24,6 +24,14 @@ sends SIGTERM to the agent's whole process group, then SIGKILL two seconds later
 grace lets agents that start commands in process groups of their own (Codex does)
 end them before they die.
 
+No Python code runs between fork and exec (no ``preexec_fn``): the host has threads
+(the journal's sync thread, executor workers), and a child forked from a threaded
+process may deadlock on a lock another thread held. The session comes from Popen's
+``start_new_session`` (done in C), and the death signal from an exec wrapper,
+util-linux ``setpriv --pdeathsig SIGTERM --`` (it sets the flag, then execs the agent,
+keeping its pid and argv). Where no ``setpriv`` with ``--pdeathsig`` is found, the
+watchdog alone ends the group when the host dies.
+
 A forced kill (SIGKILL) reaches every descendant of the agent, found while the agent
 still lives, not only its process group.
 """
@@ -32,13 +40,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -49,13 +58,17 @@ from agenthost.errors import AgentNotRunning
 
 log = structlog.get_logger("agenthost.process")
 
-_PR_SET_PDEATHSIG: Final = 1
 READ_SIZE: Final = 1 << 18  # bytes per read: large reads make large event batches
 ORPHAN_GRACE: Final = 1.0  # seconds between SIGTERM and SIGKILL for leftover children
 DRAIN_GRACE: Final = 2.0  # seconds to wait for output pipes after the agent exited
 STDOUT, STDERR = 1, 2
 # $0 is the agent's process group. Runs when the host's end of the pipe closes.
 _WATCHDOG = 'read _unused; kill -TERM "-$0" 2>/dev/null && sleep 2 && kill -KILL "-$0" 2>/dev/null'
+# Where setpriv is looked for: system directories only, never the user's PATH, because
+# the wrapper runs in front of every agent.
+SYSTEM_BIN_DIRS: Final = "/usr/bin:/bin:/usr/sbin:/sbin"
+CLEAN_STOP_SIGNALS: Final = frozenset({"SIGTERM", "SIGINT"})
+"""After a requested stop, a death by one of these is a clean stop (as systemd counts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,20 +78,28 @@ class ExitStatus:
     exit_code: int
     signal: str | None
     ended_at: float
+    stop_requested: bool = False
+    """A stop had signalled the agent (SIGTERM, or SIGKILL if forced) before it ended."""
 
     @property
     def success(self) -> bool:
-        return self.exit_code == 0
+        """Whether this is a clean end (state ``done``): exit code 0, or, after a
+        requested stop, a death by that stop's SIGTERM or by SIGINT. A death by a
+        signal nobody asked for, and a SIGKILL (an escalation or a forced stop), are
+        failures (state ``error``)."""
+        if self.exit_code == 0:
+            return True
+        return self.stop_requested and self.signal in CLEAN_STOP_SIGNALS
 
     @classmethod
-    def from_returncode(cls, returncode: int) -> ExitStatus:
+    def from_returncode(cls, returncode: int, *, stop_requested: bool = False) -> ExitStatus:
         name = None
         if returncode < 0:
             try:
                 name = signal.Signals(-returncode).name
             except ValueError:
                 name = f"SIG{-returncode}"
-        return cls(returncode, name, time.time())
+        return cls(returncode, name, time.time(), stop_requested)
 
 
 class SpawnError(Exception):
@@ -89,14 +110,86 @@ class SpawnError(Exception):
         self.exit_code = exit_code
 
 
-def _child_setup() -> None:  # pragma: no cover - runs in the forked child
-    # Die with the host: if the host is killed -9, the kernel sends SIGTERM to the
-    # agent (the group leader); the watchdog follows up with SIGKILL.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    # The host ignores SIGHUP; ignored dispositions survive exec. (Popen restores
-    # SIGPIPE itself.)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+@functools.cache
+def pdeathsig_wrapper(search_path: str = SYSTEM_BIN_DIRS) -> tuple[str, ...]:
+    """The argv prefix that makes the kernel send SIGTERM to the agent when the host
+    dies, or ``()`` when there is none here.
+
+    It is util-linux ``setpriv --pdeathsig SIGTERM --`` (2.33 and later), found in
+    ``search_path`` and tried once per process: an older ``setpriv`` rejects the option
+    (exit status 1), which would keep every agent from starting.
+    """
+    setpriv = shutil.which("setpriv", path=search_path)
+    if setpriv is None:
+        return ()
+    prefix = (setpriv, "--pdeathsig", "SIGTERM", "--")
+    try:
+        probe = subprocess.run(
+            [*prefix[:3], "--help"],  # parses --pdeathsig, then prints usage: no exec
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("process.no_pdeathsig", setpriv=setpriv, error=str(exc))
+        return ()
+    if probe.returncode != 0:
+        log.warning("process.no_pdeathsig", setpriv=setpriv, status=probe.returncode)
+        return ()
+    return prefix
+
+
+def check_program(name: str, cwd: str | None, env: Mapping[str, str]) -> None:
+    """Raise SpawnError as ``execvpe`` would fail to start ``name`` (with ``env``'s
+    PATH, from ``cwd``): 127 when it is not found, 126 when it is not executable.
+
+    Behind an exec wrapper the exec failure happens in the child, as an exit status;
+    checking first keeps the host's clear "cannot start agent" report.
+    """
+    if not name:
+        raise SpawnError("command not found: (empty command name)", 127)
+    if cwd and not os.path.isdir(cwd):
+        raise SpawnError(f"working directory not found: {cwd}", 127)
+    if "/" in name:
+        candidates = [name]
+    else:
+        candidates = [os.path.join(d, name) for d in os.get_exec_path(dict(env))]
+    denied = False
+    for candidate in candidates:
+        path = os.path.join(cwd, candidate) if cwd else candidate  # relative: from cwd
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return
+        denied = denied or os.path.exists(path)
+    if denied:
+        raise SpawnError(f"permission denied: {name} (Permission denied)", 126)
+    raise SpawnError(f"command not found: {name} (No such file or directory)", 127)
+
+
+def _ignore(_sig: int, _frame: object) -> None:
+    """A handler that does nothing: a caught signal, unlike an ignored one, is reset to
+    its default action by exec."""
+
+
+@contextlib.contextmanager
+def _sighup_default_in_child() -> Iterator[None]:
+    # The host ignores SIGHUP, and an ignored signal stays ignored across exec: the
+    # agent would inherit that. While the agent is spawned, SIGHUP is *caught* (by a
+    # handler that does nothing, the same for the host), so exec resets it to the
+    # default in the agent. Popen itself restores SIGPIPE and SIGXFSZ.
+    try:
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            yield
+            return
+        signal.signal(signal.SIGHUP, _ignore)
+    except ValueError:  # not the main thread: dispositions cannot be changed here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 class AgentProcess:
@@ -130,6 +223,7 @@ class AgentProcess:
         self._watchdog_fd: int | None = None
         self._reaped = False
         self._killed = False  # SIGKILL was sent while the agent still ran
+        self._stop_requested = False  # stop() signalled the agent while it still ran
         self._returncode = 0
         self.status: ExitStatus | None = None
         self._done = asyncio.Event()
@@ -144,23 +238,30 @@ class AgentProcess:
     def start(self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> int:
         """Spawn the agent; return its pid. Raise SpawnError if it cannot start."""
         loop = self._loop = asyncio.get_running_loop()
+        wrapper = pdeathsig_wrapper()
+        if wrapper:
+            check_program(argv[0], cwd, env)
         pipes = [os.pipe() for _ in range(3)]  # non-inheritable (PEP 446) until dup'ed
         child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
         ours = (pipes[0][1], pipes[1][0], pipes[2][0])
         try:
-            self._popen = subprocess.Popen(
-                list(argv),
-                stdin=child_ends[0],
-                stdout=child_ends[1],
-                stderr=child_ends[2],
-                cwd=cwd,
-                env=dict(env),
-                close_fds=True,
-                start_new_session=True,
-                preexec_fn=_child_setup,
-            )
+            with _sighup_default_in_child():
+                # No preexec_fn (see the module docstring): Popen then forks with
+                # vfork, and the wrapper sets the death signal after the fork.
+                self._popen = subprocess.Popen(
+                    [*wrapper, *argv],
+                    stdin=child_ends[0],
+                    stdout=child_ends[1],
+                    stderr=child_ends[2],
+                    cwd=cwd,
+                    env=dict(env),
+                    close_fds=True,
+                    start_new_session=True,
+                )
         except FileNotFoundError as exc:
             _close(*child_ends, *ours)
+            if cwd is not None and exc.filename == cwd:
+                raise SpawnError(f"working directory not found: {cwd}", 127) from exc
             raise SpawnError(f"command not found: {argv[0]} ({exc.strerror})", 127) from exc
         except PermissionError as exc:
             _close(*child_ends, *ours)
@@ -363,6 +464,8 @@ class AgentProcess:
         """
         if self.status is not None:
             return self.status, not force
+        # Once reaped, the agent ended on its own: what stop() signals now are orphans.
+        self._stop_requested = self._stop_requested or not self._reaped
         graceful = not force
         if force:
             self.signal_group(signal.SIGKILL)
@@ -440,7 +543,9 @@ class AgentProcess:
             self._close_reader(fd)
         self._close_stdin_fd()
         self._stop_watchdog()
-        self.status = ExitStatus.from_returncode(self._returncode)
+        self.status = ExitStatus.from_returncode(
+            self._returncode, stop_requested=self._stop_requested
+        )
         self._done.set()
         self._on_exit(self.status)
 

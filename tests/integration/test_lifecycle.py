@@ -158,7 +158,7 @@ def test_stop_graceful_reports_real_exit_and_removes_socket(host_factory: HostFa
     p = resp["payload"]
     assert resp["success"] and p["stopped"] is True
     assert p["exit_code"] == -15 and p["signal"] == "SIGTERM"
-    assert p["graceful"] is True and p["final_state"] == "error"
+    assert p["graceful"] is True and p["final_state"] == "done"  # a requested stop
     assert re.match(r"^\d+\.\ds$", p["duration"]) and p["duration_seconds"] >= 0
     assert host.wait_exit() == 0
     assert not host.lock_path.exists()
