@@ -49,9 +49,12 @@ class InfoUpdate:
 
 @dataclass(frozen=True, slots=True)
 class ErrorNote:
-    """Something the host must report as an ``error`` event (e.g. an unparseable line)."""
+    """Something the host must report as an ``error`` event (e.g. an unparseable line,
+    a failed turn)."""
 
     message: str
+    http_status: int | None = None
+    """The HTTP status of the model API's answer, when the failure came from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,25 @@ AdapterEvent = (
     | PermissionDecided
     | Write
 )
+
+
+INTERRUPTED_TEXT = "turn interrupted"
+
+
+def turn_failed(message: str, http_status: int | None = None) -> list[AdapterEvent]:
+    """How every adapter reports a turn that failed: an ``error`` event with the message
+    (and the API's HTTP status when known), then the same text in history as an
+    assistant entry with ``is_error`` (a role clients already know, not a new one)."""
+    entry: dict[str, Any] = {"role": "assistant", "content": message, "is_error": True}
+    if http_status is not None:
+        entry["http_status"] = http_status
+    return [ErrorNote(message, http_status), Chat(entry)]
+
+
+def turn_interrupted() -> list[AdapterEvent]:
+    """How every adapter reports a turn ended by an interrupt: not a failure, but a
+    history entry saying so (the partial answer, if any, is already there)."""
+    return [Chat({"role": "assistant", "content": INTERRUPTED_TEXT, "interrupted": True})]
 
 
 class Deferred:

@@ -1,11 +1,14 @@
 """The ``claude`` adapter: the real Claude Code CLI in stream-json mode.
 
-Runs ``claude -p --input-format stream-json --output-format stream-json --verbose``
-(plus ``--permission-prompt-tool stdio`` and ``--resume`` when they apply, then the
-user's flags) in the worktree. The CLI reads one JSON user message per stdin line and
-prints one JSON message per stdout line; :mod:`agenthost.agents.streamjson` parses
-them. Everything the host writes is a well-formed JSON line: the CLI dies on any other
-stdin line, and no client input can produce one.
+Runs ``claude -p --input-format stream-json --output-format stream-json --verbose
+--replay-user-messages`` (plus ``--permission-prompt-tool stdio`` and ``--resume`` when
+they apply, then the user's flags) in the worktree. The CLI reads one JSON user message
+per stdin line and prints one JSON message per stdout line;
+:mod:`agenthost.agents.streamjson` parses them. ``--replay-user-messages`` makes each
+``result`` name the user messages it answered, which is how the adapter knows when the
+agent is idle again: a message sent while a tool runs is folded into the running turn
+(one result for two sends). Everything the host writes is a well-formed JSON line: the
+CLI dies on any other stdin line, and no client input can produce one.
 
 Permission requests: unless the user chose otherwise, tools that are not allowed
 already are asked about through the control protocol (``can_use_tool``), which the
@@ -21,7 +24,7 @@ import os
 from collections.abc import Sequence
 from typing import ClassVar
 
-from agenthost.agents.demo import StreamJsonAdapter
+from agenthost.agents.demo import REPLAY_FLAG, StreamJsonAdapter
 from agenthost.errors import ConfigError
 
 BINARY_ENV = "AGENTHOST_CLAUDE_BIN"
@@ -45,6 +48,8 @@ class ClaudeAdapter(StreamJsonAdapter):
                 hint="--agent-opt permission_prompt=off lets the CLI decide on its own",
             )
         argv = [os.environ.get(BINARY_ENV) or "claude", *BASE_ARGS]
+        if REPLAY_FLAG not in command:
+            argv.append(REPLAY_FLAG)
         if self.options.resume:
             argv += ["--resume", self.options.resume]
         if prompt == "stdio" and not _decides_itself(command):

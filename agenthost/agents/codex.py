@@ -39,6 +39,8 @@ from agenthost.agents.base import (
     StateChange,
     TurnResult,
     Write,
+    turn_failed,
+    turn_interrupted,
 )
 from agenthost.agents.streamjson import clip, compact, content_text, summarize_tool_input
 from agenthost.errors import ConfigError, InvalidPayload
@@ -102,6 +104,7 @@ class CodexAdapter(Adapter):
         self._turn_call: int | None = None  # id of the turn/start in flight
         self._turn_id: str | None = None
         self._interrupt_wanted = False
+        self._failure_reported = False  # the running turn's failure is out already
         self._asks: dict[str, PermissionAsk] = {}  # open approval requests
         self._tools: dict[str, tuple[str, str, dict[str, Any]]] = {}  # item id -> call
         self._partial: dict[str, list[str]] = {}  # agentMessage id -> deltas so far
@@ -196,7 +199,7 @@ class CodexAdapter(Adapter):
         elif "id" in msg:
             events.extend(self._server_request(method, msg["id"], params))
         elif method == "error":  # whichever thread it concerns
-            events.append(_error_note(params))
+            events.extend(self._error(params))
         elif method == "serverRequest/resolved":
             events.extend(self._resolved(params))
         else:
@@ -303,6 +306,16 @@ class CodexAdapter(Adapter):
     def _turn_started(self, params: dict[str, Any]) -> list[AdapterEvent]:
         return self._turn_known(_obj(params.get("turn")).get("id"))
 
+    def _error(self, params: dict[str, Any]) -> list[AdapterEvent]:
+        turn_id = params.get("turnId")
+        final = params.get("willRetry") is not True
+        if final and self._turn_active and turn_id in (None, self._turn_id or turn_id):
+            # the running turn failed for good: report it as every adapter does
+            self._failure_reported = True
+            error = _obj(params.get("error"))
+            return turn_failed(_error_text(error), _http_status(error))
+        return [_error_note(params)]
+
     def _turn_completed(self, params: dict[str, Any]) -> list[AdapterEvent]:
         turn = _obj(params.get("turn"))
         status = turn.get("status") if isinstance(turn.get("status"), str) else "unknown"
@@ -316,26 +329,31 @@ class CodexAdapter(Adapter):
         self._partial.clear()
         self._asks.clear()
         result: dict[str, Any] = {"subtype": status, "is_error": status != "completed"}
+        error_obj = _obj(turn.get("error"))
         if isinstance(turn.get("durationMs"), int | float):
             result["duration_ms"] = turn["durationMs"]
         usage = {k: v - self._usage_base.get(k, 0) for k, v in self._usage_total.items()}
         if any(usage.values()):  # not when Codex reported nothing for this turn
             result["usage"] = usage
-        error = _obj(turn.get("error")).get("message")
+        error = error_obj.get("message")
         if isinstance(error, str):
             result["error"] = error
         if self.thread_id:
             result["session_id"] = self.thread_id
         self._turns += 1
-        info: dict[str, Any] = {"turns": self._turns}
-        if result["is_error"]:
-            info["last_error"] = clip(result.get("error") or f"turn {status}")
+        if status == "interrupted":
+            result["interrupted"] = True
+            events += turn_interrupted()
+        elif result["is_error"] and not self._failure_reported:
+            text = _error_text(error_obj) if error_obj else f"turn {status}"
+            events += turn_failed(text, _http_status(error_obj))
         self._end_turn()
-        return [*events, TurnResult(result), InfoUpdate(info), *self._next_turn()]
+        info = InfoUpdate({"turns": self._turns})
+        return [*events, TurnResult(result), info, *self._next_turn()]
 
     def _end_turn(self) -> None:
         self._turn_active, self._turn_call, self._turn_id = False, None, None
-        self._interrupt_wanted = False
+        self._interrupt_wanted = self._failure_reported = False
 
     def _next_turn(self) -> list[AdapterEvent]:
         if self._turn_active:
@@ -501,13 +519,28 @@ def _command_summary(fields: dict[str, Any]) -> str:
 
 def _error_note(params: dict[str, Any]) -> ErrorNote:
     error = _obj(params.get("error"))
-    message = error.get("message") if isinstance(error.get("message"), str) else "unknown error"
-    details = error.get("additionalDetails")
     retrying = " (will retry)" if params.get("willRetry") is True else ""
-    text = f"codex error{retrying}: {message}"
-    if isinstance(details, str) and details and details != message:
+    return ErrorNote(f"codex error{retrying}: {_error_text(error)}", _http_status(error))
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    """The message of a Codex error object, with its details when they add something."""
+    message = error.get("message")
+    text = message if isinstance(message, str) else "unknown error"
+    details = error.get("additionalDetails")
+    if isinstance(details, str) and details and details != text:
         text += f" ({details})"
-    return ErrorNote(text)
+    return clip(text, 2000)
+
+
+def _http_status(error: dict[str, Any]) -> int | None:
+    """The HTTP status in a Codex error's ``codexErrorInfo``, e.g.
+    ``{"responseTooManyFailedAttempts": {"httpStatusCode": 429}}`` (often null)."""
+    for detail in _obj(error.get("codexErrorInfo")).values():
+        status = _obj(detail).get("httpStatusCode")
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
+    return None
 
 
 def _snake_counts(counts: Any) -> dict[str, int]:

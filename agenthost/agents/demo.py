@@ -8,6 +8,7 @@ parser, states and history as a real agent.
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from agenthost.agents.base import (
     Output,
     PermissionAsk,
     StateChange,
+    Write,
 )
 from agenthost.agents.streamjson import (
     StreamJsonParser,
@@ -28,12 +30,18 @@ from agenthost.agents.streamjson import (
 )
 from agenthost.protocol import AgentState
 
+REPLAY_FLAG = "--replay-user-messages"
+"""Makes Claude Code (and the demo) echo each user message and name the messages each
+``result`` answered (``user_message_uuids``), which the turn count relies on."""
+
 
 class StreamJsonAdapter(Adapter):
     """Common part of adapters whose agent speaks stream-json on stdin and stdout.
 
-    State: ``idle`` while no turn is pending, ``running`` from a send until the
-    ``result`` of the last turn sent (messages sent during a turn queue up in the agent).
+    State: ``idle`` while no user message is unanswered, ``running`` from a send until
+    a ``result`` has answered every message sent. Each message carries a ``uuid`` and the
+    agent's results list the uuids they answered (see :mod:`agenthost.agents.streamjson`:
+    Claude Code may answer two sends with one result).
     """
 
     passthrough: ClassVar[bool] = False
@@ -42,7 +50,6 @@ class StreamJsonAdapter(Adapter):
     def __init__(self, options: AdapterOptions | None = None) -> None:
         super().__init__(options)
         self.parser = StreamJsonParser()
-        self._pending_turns = 0
         self._fragment_bytes = 0  # size so far of an over-long line being cut
         self._control_ids = 0
 
@@ -64,19 +71,18 @@ class StreamJsonAdapter(Adapter):
                     f"{self.max_line_bytes} bytes parsed; it is kept as raw output only"
                 ),
             ]
-        events = self.parser.parse(line)
-        if any(isinstance(e, StateChange) and e.state is AgentState.IDLE for e in events):
-            self._pending_turns = max(0, self._pending_turns - 1)
-            if self._pending_turns:
-                events = [
-                    e
-                    for e in events
-                    if not (isinstance(e, StateChange) and e.state is AgentState.IDLE)
-                ]
-        return events
+        return self.parser.parse(line)
 
     def encode_input(self, text: str) -> bytes:
         return user_message(text, self.parser.session_id)
+
+    def send(self, text: str) -> list[AdapterEvent]:
+        """The user message with a fresh ``uuid``, counted as unanswered until a result
+        lists that uuid."""
+        message_id = str(uuid.uuid4())
+        self.parser.expect(message_id)
+        line = user_message(text, self.parser.session_id, message_id)
+        return [Write(line), StateChange(AgentState.RUNNING)]
 
     def encode_interrupt(self) -> bytes:
         self._control_ids += 1
@@ -91,10 +97,6 @@ class StreamJsonAdapter(Adapter):
     ) -> bytes:
         return permission_response(ask.request_id, allow, message, updated_input, ask.input)
 
-    def on_send(self, text: str) -> list[AdapterEvent]:
-        self._pending_turns += 1
-        return [StateChange(AgentState.RUNNING)]
-
 
 class DemoAdapter(StreamJsonAdapter):
     """Runs ``python -m agenthost.agents.demo_agent`` plus any arguments after ``--``."""
@@ -102,7 +104,9 @@ class DemoAdapter(StreamJsonAdapter):
     kind = "demo"
 
     def build_command(self, command: Sequence[str]) -> list[str]:
-        return [sys.executable, "-m", "agenthost.agents.demo_agent", *command]
+        # like the claude adapter: echoes and uuids (see StreamJsonAdapter)
+        demo = [sys.executable, "-m", "agenthost.agents.demo_agent"]
+        return [*demo, REPLAY_FLAG, *command]
 
     def environment(self) -> dict[str, str]:
         return {"PYTHONUNBUFFERED": "1"}

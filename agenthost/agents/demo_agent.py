@@ -8,11 +8,15 @@ the tool's result, a final assistant text and a ``result`` line with usage and c
 The "tool" is computed in-process; nothing is executed.
 
 Like the real CLI, it exits with status 1 on a stdin line that is not JSON, and with
-status 0 at end of input. It understands the control protocol too: an ``interrupt``
-control request stops the current turn, and ``/ask`` makes it ask permission for a
-tool (a ``can_use_tool`` control request) and wait for the answer. Messages starting
-with ``/`` are demo commands (``/help`` lists them); the test suite uses them to make
-the agent flood, fail, hang or crash.
+status 0 at end of input. A user message may carry a ``uuid``: the ``result`` of its
+turn lists it in ``user_message_uuids``, and with ``--replay-user-messages`` the message
+is echoed (``"isReplay": true``) when its turn starts. (Claude Code folds a message that
+arrives while a tool runs into the running turn; the demo runs every message as a turn
+of its own, which the same uuid accounting covers.) It understands the control protocol
+too: an ``interrupt`` control request stops the current turn, and ``/ask`` makes it ask
+permission for a tool (a ``can_use_tool`` control request) and wait for the answer.
+Messages starting with ``/`` are demo commands (``/help`` lists them); the test suite
+uses them to make the agent flood, fail, hang or crash.
 """
 
 from __future__ import annotations
@@ -55,8 +59,10 @@ class Demo:
     running turn); user messages queue up for the main thread, one turn at a time.
     """
 
-    def __init__(self, pace: float) -> None:
+    def __init__(self, pace: float, replay: bool = False) -> None:
         self.pace = pace
+        self.replay = replay
+        self.message_uuid: str | None = None  # of the user message being answered
         self.session_id = str(uuid.uuid4())
         self.counter = 0
         self.cost = 0.0
@@ -137,15 +143,27 @@ class Demo:
             }
         )
 
-    def result(self, text: str, started: float, turns: int, *, error: bool = False) -> None:
+    def result(
+        self,
+        text: str,
+        started: float,
+        turns: int,
+        *,
+        error: bool = False,
+        subtype: str | None = None,
+        **extra: Any,
+    ) -> None:
         in_tokens, out_tokens = 20 * turns, 5 * turns + len(text.split())
         cost = round((in_tokens * 3 + out_tokens * 15) / 1_000_000, 6)
         self.cost += cost
         duration = int((time.monotonic() - started) * 1000)
+        if self.message_uuid is not None:  # like Claude Code: which messages it answered
+            extra["user_message_uuid"] = self.message_uuid
+            extra["user_message_uuids"] = [self.message_uuid]
         self.emit(
             {
                 "type": "result",
-                "subtype": "error_during_execution" if error else "success",
+                "subtype": subtype or ("error_during_execution" if error else "success"),
                 "is_error": error,
                 "duration_ms": duration,
                 "duration_api_ms": duration,
@@ -161,6 +179,7 @@ class Demo:
                 },
                 "permission_denials": [],
                 "uuid": str(uuid.uuid4()),
+                **extra,
             }
         )
 
@@ -182,10 +201,22 @@ class Demo:
 
     # --- turns -------------------------------------------------------------------
 
-    def turn(self, text: str) -> None:
+    def turn(self, text: str, message_uuid: str | None = None) -> None:
         started = time.monotonic()
         self.interrupted.clear()
+        self.message_uuid = message_uuid
         self.init()
+        if self.replay and message_uuid is not None:
+            self.emit(
+                {
+                    "type": "user",
+                    "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+                    "parent_tool_use_id": None,
+                    "session_id": self.session_id,
+                    "uuid": message_uuid,
+                    "isReplay": True,
+                }
+            )
         command, _, arg = text.strip().partition(" ")
         handler = COMMANDS.get(command) if command.startswith("/") else None
         try:
@@ -205,7 +236,7 @@ class Demo:
                     "session_id": self.session_id,
                 }
             )
-            self.result("interrupted", started, 1, error=True)
+            self.result("interrupted", started, 1, error=True, terminal_reason="aborted_streaming")
 
     def normal_turn(self, text: str, started: float) -> None:
         self.wait()
@@ -295,7 +326,37 @@ class Demo:
         self.result("ran it", started, 1)
 
     def cmd_error(self, arg: str, started: float) -> None:
-        self.result("API Error: 500 demo failure", started, 1, error=True)
+        # what Claude Code prints when the model API fails: a synthetic assistant
+        # message, then an error result (whose subtype is "success", as in the CLI)
+        text = "API Error: 500 demo failure"
+        self.emit(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": self.next_id("msg"),
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "<synthetic>",
+                    "content": [{"type": "text", "text": text}],
+                },
+                "parent_tool_use_id": None,
+                "session_id": self.session_id,
+                "uuid": str(uuid.uuid4()),
+                "error": "server_error",
+                "is_api_error_message": True,
+                "api_error_status": 500,
+                "api_error_type": "api_error",
+            }
+        )
+        self.result(
+            text,
+            started,
+            1,
+            error=True,
+            subtype="success",
+            terminal_reason="api_error",
+            api_error_status=500,
+        )
 
     def cmd_stderr(self, arg: str, started: float) -> None:
         print(arg, file=sys.stderr, flush=True)
@@ -393,7 +454,7 @@ def _exit_cleanly(_sig: int, _frame: object) -> None:
     os._exit(0)
 
 
-def read_stdin(demo: Demo, inbox: queue.Queue[tuple[str, str]]) -> None:
+def read_stdin(demo: Demo, inbox: queue.Queue[tuple[str, str, str | None]]) -> None:
     """Reader thread: control messages at once, user messages to the main thread."""
     for raw in sys.stdin.buffer:
         line = raw.strip()
@@ -402,10 +463,10 @@ def read_stdin(demo: Demo, inbox: queue.Queue[tuple[str, str]]) -> None:
         try:
             obj = json.loads(line)
         except ValueError:
-            inbox.put(("fatal", f"Error: stdin line is not valid JSON: {line[:200]!r}"))
+            inbox.put(("fatal", f"Error: stdin line is not valid JSON: {line[:200]!r}", None))
             return
         if not isinstance(obj, dict):
-            inbox.put(("fatal", "Error: stdin message must be a JSON object"))
+            inbox.put(("fatal", "Error: stdin message must be a JSON object", None))
             return
         kind = obj.get("type")
         if kind == "control_request":
@@ -427,10 +488,11 @@ def read_stdin(demo: Demo, inbox: queue.Queue[tuple[str, str]]) -> None:
             if isinstance(response.get("request_id"), str):
                 demo.deliver(response["request_id"], response)
         elif (text := message_text(obj)) is not None:
-            inbox.put(("user", text))
+            message_uuid = obj.get("uuid")
+            inbox.put(("user", text, message_uuid if isinstance(message_uuid, str) else None))
         else:
             print(f"Error: unsupported message type {kind!r}", file=sys.stderr, flush=True)
-    inbox.put(("eof", ""))
+    inbox.put(("eof", "", None))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,16 +503,21 @@ def main(argv: list[str] | None = None) -> int:
         default=float(os.environ.get("AGENTHOST_DEMO_PACE", "0.3")),
         help="seconds between the steps of a turn (default 0.3, env AGENTHOST_DEMO_PACE)",
     )
+    parser.add_argument(
+        "--replay-user-messages",
+        action="store_true",
+        help="echo each user message (with its uuid) when its turn starts, as Claude Code",
+    )
     args = parser.parse_args(argv)
     # Like a well-behaved agent, finish cleanly on SIGTERM (exit status 0).
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    demo = Demo(max(0.0, args.pace))
-    inbox: queue.Queue[tuple[str, str]] = queue.Queue()
+    demo = Demo(max(0.0, args.pace), replay=args.replay_user_messages)
+    inbox: queue.Queue[tuple[str, str, str | None]] = queue.Queue()
     threading.Thread(target=read_stdin, args=(demo, inbox), daemon=True).start()
     while True:
-        kind, value = inbox.get()
+        kind, value, message_uuid = inbox.get()
         if kind == "user":
-            demo.turn(value)
+            demo.turn(value, message_uuid)
         elif kind == "fatal":
             print(value, file=sys.stderr, flush=True)
             return 1

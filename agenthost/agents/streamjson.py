@@ -14,20 +14,37 @@ What each line becomes (the raw line is always kept as an ``output`` event first
                               ``tool_input`` summary, the full ``input``,
                               ``tool_use_id``
 ``assistant`` thinking block  nothing (kept out of history)
+``assistant`` API error       the turn failed: an error note (with the HTTP
+                              status) and an assistant entry with ``is_error``
 ``user`` tool_result block    chat entry, role ``tool``: ``tool_result``,
                               ``tool_use_id``, ``is_error``, tool_name of the call
-``result``                    a ``result`` event, state ``idle``, cost and
-                              usage into AgentInfo, last_error on an error result
+``user`` replay / text        nothing (our own send echoed, or the interrupt
+                              marker, which marks the turn interrupted)
+``result``                    a ``result`` event, cost and usage into
+                              AgentInfo; a failure not reported yet, or
+                              "turn interrupted"; state ``idle`` once every
+                              user message sent is accounted for
+``command_lifecycle``         a user message completed or was cancelled
 ``control_request``           ``can_use_tool``: a permission request (the host
                               publishes it and waits for a client's answer)
 ``control_cancel_request``    the agent withdrew a permission request
 ``control_response``          nothing (the answer to our interrupt)
 ============================  =================================================
+
+Counting turns: Claude Code folds a user message that arrives while a tool runs (or
+while a permission question is open) into the running turn, so one ``result`` may
+answer several sends, while a message that arrives as the model streams is queued and
+gets a ``result`` of its own. Each send is therefore registered with
+:meth:`StreamJsonParser.expect` under the ``uuid`` written on its line, and a
+``result`` settles the uuids listed in its ``user_message_uuids`` (the CLI reports them
+with ``--replay-user-messages``). A ``result`` that lists none (an older CLI) settles the
+oldest send, as one result per send used to.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import Any, Final
 
 from agenthost.agents.base import (
@@ -40,8 +57,16 @@ from agenthost.agents.base import (
     PermissionDecided,
     StateChange,
     TurnResult,
+    turn_failed,
+    turn_interrupted,
 )
 from agenthost.protocol import AgentState
+
+# how Claude Code marks the user line it adds when a turn is interrupted
+_INTERRUPT_MARK: Final = "[Request interrupted by user"
+# result terminal reasons of an interrupted turn (or a deny that stops it)
+_ABORTED: Final = frozenset({"aborted_streaming", "aborted_tools"})
+ERROR_MAX: Final = 2000
 
 SUMMARY_MAX: Final = 200
 
@@ -103,14 +128,20 @@ def content_text(content: Any) -> str:
     return compact(content)
 
 
-def user_message(text: str, session_id: str | None = None) -> bytes:
-    """A stream-json user message line for the agent's stdin (always valid JSON)."""
+def user_message(text: str, session_id: str | None = None, uuid: str | None = None) -> bytes:
+    """A stream-json user message line for the agent's stdin (always valid JSON).
+
+    ``uuid`` names the message: the CLI lists it in the ``user_message_uuids`` of the
+    ``result`` that answered it.
+    """
     msg: dict[str, Any] = {
         "type": "user",
         "message": {"role": "user", "content": [{"type": "text", "text": text}]},
         "parent_tool_use_id": None,
         "session_id": session_id or "default",
     }
+    if uuid is not None:
+        msg["uuid"] = uuid
     return (json.dumps(msg, ensure_ascii=True) + "\n").encode()
 
 
@@ -151,6 +182,21 @@ class StreamJsonParser:
         self.session_id: str | None = None
         self._tool_names: dict[str, str] = {}  # tool_use_id -> tool name
         self._turns = 0
+        # sends not answered yet, oldest first: their uuid, or None if written without
+        self._unanswered: deque[str | None] = deque()
+        self._in_turn = False
+        self._failure_reported = False  # this turn's failure is out already
+        self._interrupted = False  # this turn was interrupted
+
+    def expect(self, uuid: str | None) -> None:
+        """A user message was written (with ``uuid``, or None): the agent is busy until
+        a ``result`` accounts for it."""
+        self._unanswered.append(uuid)
+
+    @property
+    def unanswered(self) -> int:
+        """How many user messages sent have not been answered yet."""
+        return len(self._unanswered)
 
     def parse(self, line: str) -> list[AdapterEvent]:
         """Events for one stdout line; the first is always the raw line."""
@@ -195,6 +241,12 @@ class StreamJsonParser:
             return [Chat({"role": "assistant", "content": content})] if content else []
         if not isinstance(content, list):
             return []
+        if obj.get("is_api_error_message") is True:
+            # the CLI's own message for a failed model call: the turn failed
+            self._failure_reported = True
+            status = obj.get("api_error_status")
+            text = clip(content_text(content), ERROR_MAX) or "API error"
+            return turn_failed(text, _int(status))
         events: list[AdapterEvent] = []
         # an interrupted answer comes as its partial text, marked "aborted"
         aborted = {"aborted": True} if obj.get("aborted") is True else {}
@@ -229,12 +281,19 @@ class StreamJsonParser:
     def _user(self, obj: dict[str, Any]) -> list[AdapterEvent]:
         message = obj.get("message")
         content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            # a plain user text is our own send echoed back: already recorded
+        if not isinstance(content, list) or obj.get("isReplay") is True:
+            # our own send echoed back (--replay-user-messages): already recorded
             return []
         events: list[AdapterEvent] = []
         for block in content:
-            if not isinstance(block, dict) or block.get("type") != "tool_result":
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text.startswith(_INTERRUPT_MARK):
+                    self._interrupted = True
+                continue
+            if block.get("type") != "tool_result":
                 continue
             entry: dict[str, Any] = {
                 "role": "tool",
@@ -278,8 +337,55 @@ class StreamJsonParser:
             return []
         return [PermissionDecided(request_id, "cancelled", "withdrawn by the agent")]
 
+    def _lifecycle(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        state, uuid = obj.get("state"), obj.get("command_uuid")
+        if state == "started":
+            self._in_turn = True
+        elif (
+            state in ("completed", "cancelled")
+            and isinstance(uuid, str)
+            and uuid in self._unanswered
+        ):
+            # settled without a result listing it (the result lists it otherwise)
+            self._unanswered.remove(uuid)
+            if not self._unanswered and not self._in_turn:
+                return [StateChange(AgentState.IDLE)]
+        return []
+
+    def _settle(self, obj: dict[str, Any]) -> bool:
+        """Account for the sends a result answered; whether none is left."""
+        listed = obj.get("user_message_uuids")
+        named = [u for u in listed if isinstance(u, str)] if isinstance(listed, list) else []
+        if named:
+            for uuid in named:
+                if uuid in self._unanswered:
+                    self._unanswered.remove(uuid)
+        elif self._unanswered:  # a CLI that names no message: one result per send
+            self._unanswered.popleft()
+        return not self._unanswered
+
+    def _outcome(self, obj: dict[str, Any], result: dict[str, Any]) -> list[AdapterEvent]:
+        """The failure or interruption a result reports, unless reported already."""
+        failed = obj.get("is_error") is True or str(obj.get("subtype", "")).startswith("error")
+        interrupted, reported = self._interrupted, self._failure_reported
+        self._interrupted = self._failure_reported = False
+        if not failed:
+            return []
+        if interrupted or obj.get("terminal_reason") in _ABORTED:
+            result["interrupted"] = True
+            return turn_interrupted()
+        if reported:
+            return []
+        text, errors, subtype = obj.get("result"), obj.get("errors"), obj.get("subtype")
+        if not (isinstance(text, str) and text) and isinstance(errors, list):
+            text = "; ".join(e for e in errors if isinstance(e, str))
+        if not (isinstance(text, str) and text):
+            text = subtype if isinstance(subtype, str) and subtype else "turn failed"
+        return turn_failed(clip(text, ERROR_MAX), result.get("api_error_status"))
+
     def _result(self, obj: dict[str, Any]) -> list[AdapterEvent]:
         self._turns += 1
+        self._in_turn = False
         result: dict[str, Any] = {}
         for key, kinds in _RESULT_FIELDS.items():
             value = obj.get(key)
@@ -297,15 +403,10 @@ class StreamJsonParser:
         for key in ("cost_usd", "usage", "session_id"):
             if key in result:
                 info[key] = result[key]
-        is_error = obj.get("is_error") is True or str(obj.get("subtype", "")).startswith("error")
-        if is_error:
-            text = obj.get("result")
-            subtype = obj.get("subtype")
-            if isinstance(text, str) and text:
-                info["last_error"] = clip(text)
-            else:
-                info["last_error"] = subtype if isinstance(subtype, str) else "turn failed"
-        return [TurnResult(result), InfoUpdate(info), StateChange(AgentState.IDLE)]
+        events = [*self._outcome(obj, result), TurnResult(result), InfoUpdate(info)]
+        if self._settle(obj):
+            events.append(StateChange(AgentState.IDLE))
+        return events
 
 
 # what a result line may carry into the result event, with the types we accept
@@ -327,7 +428,12 @@ _HANDLERS: Final = {
     "result": StreamJsonParser._result,
     "control_request": StreamJsonParser._control_request,
     "control_cancel_request": StreamJsonParser._control_cancel,
+    "command_lifecycle": StreamJsonParser._lifecycle,
 }
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def compact(value: Any) -> str:

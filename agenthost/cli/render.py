@@ -82,7 +82,12 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
         return style.cyan("› ") + style.bold(entry.content or "")
     if entry.role == "assistant":
         text = entry.content or ""
-        aborted = (entry.model_extra or {}).get("aborted") is True
+        extra = entry.model_extra or {}
+        if entry.is_error:  # a failed turn: the error, as the agent reported it
+            return style.red("✗ " + text)
+        if extra.get("interrupted") is True:
+            return style.yellow("⏹ " + text)
+        aborted = extra.get("aborted") is True
         return style.dim(text + " (interrupted)") if aborted else text
     if entry.tool_result is not None:
         text = fold(entry.tool_result or "(no output)", width=width)
@@ -108,9 +113,33 @@ def render_result(result: dict[str, object], style: Style) -> str:
         tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
         if isinstance(tin, int) and isinstance(tout, int):
             parts.append(f"{tin} in / {tout} out tokens")
-    failed = result.get("is_error") is True
-    head = style.red("✗ turn failed") if failed else style.green("✓ turn done")
+    if was_interrupted(result):
+        head = style.yellow("⏹ turn interrupted")
+    elif result.get("is_error") is True:
+        head = style.red("✗ turn failed")
+    else:
+        head = style.green("✓ turn done")
     return head + (style.dim(" · " + " · ".join(parts)) if parts else "")
+
+
+def was_interrupted(result: dict[str, object]) -> bool:
+    """Whether a turn's result says an interrupt ended it (``interrupted``; before that
+    field existed: Claude Code's ``aborted_*`` terminal reasons, Codex's subtype)."""
+    if result.get("interrupted") is True:
+        return True
+    reason = result.get("terminal_reason")
+    return result.get("subtype") == "interrupted" or (
+        isinstance(reason, str) and reason.startswith("aborted")
+    )
+
+
+def render_error(event: StreamEvent, style: Style) -> str:
+    """An ``error`` event: the message, and the model API's HTTP status when known."""
+    text = event.error or "error"
+    status = (event.model_extra or {}).get("http_status")
+    if isinstance(status, int) and str(status) not in text:
+        text += f" (HTTP {status})"
+    return style.red(f"! {text}")
 
 
 def render_end(agent: AgentInfo) -> str:
@@ -148,8 +177,25 @@ class EventRenderer:
         self.raw = raw
         self.width = width
         self.interactive = interactive
+        self._error: str | None = None  # the text of an error event just shown
 
     def render(self, event: StreamEvent) -> str | None:
+        """The lines for one event, or None when it shows nothing."""
+        error, self._error = self._error, None
+        if event.type == "error":
+            self._error = event.error
+        elif event.type == "chat_entry" and event.chat_entry is not None:
+            entry = event.chat_entry
+            # a failed turn's history entry repeats the error event just shown, and an
+            # interrupted one the result line that follows
+            if entry.role == "assistant" and (
+                (entry.is_error and entry.content == error)
+                or (entry.model_extra or {}).get("interrupted") is True
+            ):
+                return None
+        return self._render(event)
+
+    def _render(self, event: StreamEvent) -> str | None:
         s = self.style
         if event.type == "output":
             data = event.data or ""
@@ -166,7 +212,7 @@ class EventRenderer:
                 return s.red(f"· {state}")
             return s.dim(f"· {state}")
         if event.type == "error":
-            return s.red(f"! {event.error}")
+            return render_error(event, s)
         if event.type == "result" and event.result is not None:
             return render_result(event.result, s)
         if event.type == "permission_request" and event.request is not None:

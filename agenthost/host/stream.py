@@ -223,7 +223,10 @@ class AgentStream:
             return None
         if type(ev) is ErrorNote:
             self.info["last_error"] = ev.message
-            return encoder.event(EventType.ERROR, offset, timestamp, {"error": ev.message})
+            fields: dict[str, Any] = {"error": ev.message}
+            if ev.http_status is not None:  # additive: a model API failure's status
+                fields["http_status"] = ev.http_status
+            return encoder.event(EventType.ERROR, offset, timestamp, fields)
         if type(ev) is TurnResult:
             return encoder.event(EventType.RESULT, offset, timestamp, {"result": ev.result})
         if type(ev) is PermissionAsk:

@@ -383,6 +383,102 @@ def replay_user_messages(ctx: Ctx) -> None:
     ctx.finish(p)
 
 
+def _uuid(n: int) -> str:
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
+@scenario
+def message_during_tool(ctx: Ctx) -> None:
+    """--replay-user-messages, uuids on user messages: a second message sent while the
+    first turn's Bash tool (`sleep 3`) runs is folded into the running turn (one result
+    whose user_message_uuids lists both), not queued as a turn of its own.
+    """
+    ctx.server.add(
+        tool_use("Bash", {"command": "sleep 3", "description": "Wait"}),
+        text("Slept, and read your second message."),
+        text("An answer nobody asked for."),
+    )
+    p = ctx.start(allowed_tools=["Bash"], extra=["--replay-user-messages"])
+    p.send({**user_message("Sleep for three seconds."), "uuid": _uuid(1)})
+    p.read_until(lambda m: m.get("type") == "assistant" and "tool_use" in json.dumps(m))
+    p.send({**user_message("Also say hi."), "uuid": _uuid(2)})
+    result, _ = p.read_type("result", timeout=READ_TIMEOUT)
+    ctx.notes.append(f"user_message_uuids of the result: {result.get('user_message_uuids')}")
+    ctx.notes.append(f"model calls: {len(ctx.server.turn_requests())}")
+    ctx.finish(p)
+
+
+@scenario
+def message_during_permission(ctx: Ctx) -> None:
+    """--replay-user-messages, uuids on user messages: a second message sent while a
+    can_use_tool question is open, then the question is allowed: what becomes of it.
+    """
+    command = {"command": PERMISSION_COMMAND, "description": "Create a marker file"}
+    ctx.server.add(
+        tool_use("Bash", command),
+        text("Marker made, and read your second message."),
+        text("An answer nobody asked for."),
+    )
+    p = ctx.start(permission_prompt_stdio=True, extra=["--replay-user-messages"])
+    p.send({**user_message("Create the marker file."), "uuid": _uuid(1)})
+    request, _ = p.read_type("control_request", timeout=READ_TIMEOUT)
+    p.send({**user_message("Also say hi."), "uuid": _uuid(2)})
+    p.read_until(
+        lambda m: m.get("type") == "command_lifecycle" and m.get("command_uuid") == _uuid(2)
+    )
+    p.send(allow_response(request["request_id"], command))
+    result, _ = p.read_type("result", timeout=READ_TIMEOUT)
+    ctx.notes.append(f"user_message_uuids of the result: {result.get('user_message_uuids')}")
+    ctx.notes.append(f"model calls: {len(ctx.server.turn_requests())}")
+    ctx.finish(p)
+
+
+@scenario
+def interrupt_with_queued_message(ctx: Ctx) -> None:
+    """--replay-user-messages, uuids on user messages: an interrupt while the first
+    answer streams and a second message waits in the CLI's queue: what becomes of the
+    queued message (its command_lifecycle, the results that list it).
+    """
+    ctx.server.add(
+        slow_text("A long story that never ends. " * 10, delay=0.2), text("Second answer.")
+    )
+    p = ctx.start(extra=["--replay-user-messages"])
+    p.send({**user_message("Tell me a long story."), "uuid": _uuid(1)})
+    ctx.server.wait_for_deltas(2, timeout=READ_TIMEOUT)
+    p.send({**user_message("Second question."), "uuid": _uuid(2)})
+    p.read_until(
+        lambda m: m.get("type") == "command_lifecycle" and m.get("command_uuid") == _uuid(2)
+    )
+    p.send(interrupt_request("interrupt-1"))
+    result, _ = p.read_type("result", timeout=READ_TIMEOUT)
+    ctx.notes.append(f"first result lists {result.get('user_message_uuids')}")
+    try:
+        second, _ = p.read_type("result", timeout=5)
+        ctx.notes.append(f"second result lists {second.get('user_message_uuids')}")
+    except TimeoutError:
+        ctx.notes.append("no second result within 5 s")
+    ctx.finish(p)
+
+
+@scenario
+def message_during_tool_no_replay(ctx: Ctx) -> None:
+    """Without --replay-user-messages: a second message sent while the first turn's Bash
+    tool (`sleep 3`) runs is folded into the running turn: one result for two sends.
+    """
+    ctx.server.add(
+        tool_use("Bash", {"command": "sleep 3", "description": "Wait"}),
+        text("Slept, and read your second message."),
+        text("An answer nobody asked for."),
+    )
+    p = ctx.start(allowed_tools=["Bash"])
+    p.send(user_message("Sleep for three seconds."))
+    p.read_until(lambda m: m.get("type") == "assistant" and "tool_use" in json.dumps(m))
+    p.send(user_message("Also say hi."))
+    p.read_type("result", timeout=READ_TIMEOUT)
+    ctx.notes.append(f"model calls: {len(ctx.server.turn_requests())}")
+    ctx.finish(p)
+
+
 @scenario
 def control_misc(ctx: Ctx) -> None:
     """Control requests outside a turn: an interrupt while idle, and an unknown subtype

@@ -62,6 +62,7 @@ def test_a_full_turn(host_factory: HostFactory) -> None:
     raw = [json.loads(e["data"]) for e in events if e["type"] == "output"]
     assert [r["type"] for r in raw] == [
         "system",
+        "user",  # the message echoed (--replay-user-messages): not a second chat entry
         "assistant",
         "assistant",
         "user",
@@ -107,7 +108,7 @@ def test_error_result_sets_last_error_and_stays_idle(host_factory: HostFactory) 
     host = host_factory("d1", "--agent", "demo")
     events = run_turn(host, "/error")
     (turn,) = [e["result"] for e in events if e["type"] == "result"]
-    assert turn["is_error"] is True and turn["subtype"] == "error_during_execution"
+    assert turn["is_error"] is True and turn["terminal_reason"] == "api_error"
     agent = host.agent()
     assert agent["state"] == "idle" and "demo failure" in agent["last_error"]
 

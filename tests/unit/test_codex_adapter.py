@@ -144,6 +144,10 @@ def _summary(ev: AdapterEvent) -> tuple[Any, ...] | None:
         return ("state", ev.state.value)
     if isinstance(ev, Chat):
         e = ev.entry
+        if e["role"] == "assistant" and e.get("is_error"):  # a failed turn, in history
+            return ("failed", e["content"], e.get("http_status"))
+        if e["role"] == "assistant" and e.get("interrupted"):
+            return ("interrupted", e["content"])
         if e["role"] == "assistant":
             return ("aborted" if e.get("aborted") else "assistant", e["content"])
         if "tool_result" in e:
@@ -152,7 +156,8 @@ def _summary(ev: AdapterEvent) -> tuple[Any, ...] | None:
     if isinstance(ev, TurnResult):
         return ("result", ev.result["subtype"])
     if isinstance(ev, ErrorNote):
-        return ("error", ev.message)
+        status = () if ev.http_status is None else (ev.http_status,)
+        return ("error", ev.message, *status)
     if isinstance(ev, PermissionAsk):
         return ("ask", ev.request_id, ev.tool_input)
     if isinstance(ev, PermissionDecided):
@@ -170,12 +175,17 @@ def info(events: list[AdapterEvent]) -> dict[str, Any]:
     for ev in events:
         if isinstance(ev, InfoUpdate):
             fields.update(ev.fields)
+        elif isinstance(ev, ErrorNote):  # the host keeps the latest as last_error
+            fields["last_error"] = ev.message
     return fields
 
 
 ASKS = {"approval_policy": "untrusted"}
 HIGH_DEMAND = "We’re currently experiencing high demand, which may cause temporary errors."
+RATE_LIMITED = "exceeded retry limit, last status: 429 Too Many Requests"
+STREAM_CUT = "stream disconnected before completion: the model failed"
 IDLE_S = ("state", "idle")
+INTERRUPTED = ("interrupted", "turn interrupted")
 TURN = [IDLE_S, ("state", "running")]  # ready, then a send
 APPROVAL = [
     *TURN,
@@ -254,6 +264,7 @@ EXPECTED: dict[str, tuple[dict[str, str], list[tuple[Any, ...]]]] = {
         [
             *TURN,
             ("aborted", "word "),
+            INTERRUPTED,
             ("result", "interrupted"),
             IDLE_S,
             ("state", "running"),
@@ -284,7 +295,13 @@ EXPECTED: dict[str, tuple[dict[str, str], list[tuple[Any, ...]]]] = {
     ),
     "approval_cancel": (
         ASKS,
-        [*APPROVAL, ("tool_result", "declined", True), ("result", "interrupted"), IDLE_S],
+        [
+            *APPROVAL,
+            ("tool_result", "declined", True),
+            INTERRUPTED,
+            ("result", "interrupted"),
+            IDLE_S,
+        ],
     ),
     "approval_escalation": (
         {"approval_policy": "on-request"},
@@ -301,7 +318,9 @@ EXPECTED: dict[str, tuple[dict[str, str], list[tuple[Any, ...]]]] = {
         [
             *TURN,
             ("error", f"codex error (will retry): Reconnecting... 1/1 ({HIGH_DEMAND})"),
-            ("error", f"codex error: {HIGH_DEMAND}"),
+            # the last error fails the turn: an error note and a history entry
+            ("error", HIGH_DEMAND),
+            ("failed", HIGH_DEMAND, None),
             ("result", "failed"),
             IDLE_S,
             ("state", "running"),
@@ -318,8 +337,10 @@ EXPECTED: dict[str, tuple[dict[str, str], list[tuple[Any, ...]]]] = {
                 "error",
                 "codex error (will retry): Reconnecting... 1/1 "
                 "(exceeded retry limit, last status: 429 Too Many Requests)",
+                429,
             ),
-            ("error", "codex error: exceeded retry limit, last status: 429 Too Many Requests"),
+            ("error", RATE_LIMITED, 429),
+            ("failed", RATE_LIMITED, 429),
             ("result", "failed"),
             IDLE_S,
         ],
@@ -328,7 +349,8 @@ EXPECTED: dict[str, tuple[dict[str, str], list[tuple[Any, ...]]]] = {
         {},
         [
             *TURN,
-            ("error", "codex error: stream disconnected before completion: the model failed"),
+            ("error", STREAM_CUT),
+            ("failed", STREAM_CUT, None),
             ("result", "failed"),
             IDLE_S,
         ],
@@ -337,7 +359,8 @@ EXPECTED: dict[str, tuple[dict[str, str], list[tuple[Any, ...]]]] = {
         {},
         [
             *TURN,
-            ("error", "codex error: Connection failed: error sending request"),
+            ("error", "Connection failed: error sending request"),
+            ("failed", "Connection failed: error sending request", None),
             ("result", "failed"),
             IDLE_S,
         ],

@@ -32,6 +32,7 @@ def _chat(**fields: Any) -> StreamEvent:
     return _event("chat_entry", chat_entry=HistoryEntry(timestamp=T0, **fields))
 
 
+INTERRUPTED = _chat(role="assistant", content="turn interrupted", interrupted=True)
 EVENTS: dict[str, StreamEvent] = {
     "stdout": _event("output", data="raw line", stream="stdout"),
     "stderr": _event("output", data="warning: x", stream="stderr"),
@@ -43,6 +44,8 @@ EVENTS: dict[str, StreamEvent] = {
     "state": _event("state", state="running"),
     "state error": _event("state", state="error"),
     "error": _event("error", error="agent exited with exit code 1"),
+    "api error": _event("error", error="overloaded", http_status=529),
+    "failed turn": _chat(role="assistant", content="API Error: 500 oops", is_error=True),
     "result": _event(
         "result",
         result={
@@ -86,6 +89,8 @@ def test_stderr_is_always_shown(structured: bool) -> None:
         ("state", "· running"),
         ("state error", "· error"),
         ("error", "! agent exited with exit code 1"),
+        ("api error", "! overloaded (HTTP 529)"),
+        ("failed turn", "✗ API Error: 500 oops"),
         ("result", "✓ turn done · 2.5s · $0.0123 · 100 in / 50 out tokens"),
     ],
 )
@@ -125,6 +130,7 @@ def test_tool_call_without_name_or_input() -> None:
 
 def test_failed_result() -> None:
     assert render_result({"is_error": True}, PLAIN) == "✗ turn failed"
+    assert render_result({"is_error": True, "interrupted": True}, PLAIN) == "⏹ turn interrupted"
     assert render_result({}, PLAIN) == "✓ turn done"
     assert render_result({"duration_ms": 150_000, "usage": {"input_tokens": "x"}}, PLAIN) == (
         "✓ turn done · 2m30s"
@@ -136,6 +142,51 @@ def test_plain_style_has_no_ansi(name: str) -> None:
     out = EventRenderer(PLAIN, structured=False).render(EVENTS[name])
     assert out is not None
     assert "\x1b" not in out
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"is_error": True, "interrupted": True},
+        # results journaled before the ``interrupted`` field
+        {"is_error": True, "subtype": "error_during_execution", "terminal_reason": "aborted_tools"},
+        {"is_error": True, "subtype": "interrupted"},  # codex
+    ],
+)
+def test_interrupted_result_is_not_a_failure(result: dict[str, object]) -> None:
+    assert render_result({**result, "duration_ms": 700}, PLAIN) == "⏹ turn interrupted · 0.7s"
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (500, "! API Error: 500 boom"),  # the message says it already
+        (429, "! API Error: 500 boom (HTTP 429)"),
+        ("429", "! API Error: 500 boom"),  # garbage from a peer: ignored
+        (None, "! API Error: 500 boom"),
+    ],
+)
+def test_error_event_shows_the_http_status_once(status: object, expected: str) -> None:
+    event = _event("error", error="API Error: 500 boom", http_status=status)
+    assert EventRenderer(PLAIN, structured=True).render(event) == expected
+
+
+def test_a_failed_turn_is_shown_once_in_attach_and_kept_in_history() -> None:
+    # the host publishes the error event, then the same text as a history entry
+    renderer = EventRenderer(PLAIN, structured=True)
+    failed = EVENTS["failed turn"]
+    assert renderer.render(_event("error", error="API Error: 500 oops")) == "! API Error: 500 oops"
+    assert renderer.render(failed) is None
+    # on its own (attached after the error event) the entry is shown
+    assert renderer.render(failed) == "✗ API Error: 500 oops"
+    # the "turn interrupted" entry: the result line says it
+    assert renderer.render(INTERRUPTED) is None
+    # history shows both
+    assert failed.chat_entry is not None
+    assert render_entry(failed.chat_entry, PLAIN) == "✗ API Error: 500 oops"
+    interrupted = INTERRUPTED.chat_entry
+    assert interrupted is not None
+    assert render_entry(interrupted, PLAIN) == "⏹ turn interrupted"
 
 
 @pytest.mark.parametrize("name", ["user", "tool call", "tool error", "state", "error", "result"])

@@ -19,6 +19,7 @@ from agenthost.agents.base import (
     Output,
     StateChange,
     TurnResult,
+    Write,
 )
 from agenthost.agents.demo import DemoAdapter, StreamJsonAdapter
 from agenthost.agents.streamjson import (
@@ -270,6 +271,9 @@ PARSE_TABLE: dict[str, tuple[str, list[AdapterEvent]]] = {
     "result error_during_execution": (
         RESULT_ERROR,
         [
+            # no text and no errors: the subtype is the message
+            ErrorNote("error_during_execution"),
+            Chat({"role": "assistant", "content": "error_during_execution", "is_error": True}),
             TurnResult(
                 {
                     "subtype": "error_during_execution",
@@ -288,7 +292,6 @@ PARSE_TABLE: dict[str, tuple[str, list[AdapterEvent]]] = {
                     "cost_usd": 0.001,
                     "usage": {"input_tokens": 1, "output_tokens": 0},
                     "session_id": "sess-2",
-                    "last_error": "error_during_execution",
                 }
             ),
             IDLE,
@@ -297,10 +300,10 @@ PARSE_TABLE: dict[str, tuple[str, list[AdapterEvent]]] = {
     "result is_error with text": (
         RESULT_API_ERROR,
         [
+            ErrorNote("API Error: 500 overloaded"),
+            Chat({"role": "assistant", "content": "API Error: 500 overloaded", "is_error": True}),
             TurnResult({"subtype": "success", "is_error": True, "session_id": "sess-3"}),
-            InfoUpdate(
-                {"turns": 1, "session_id": "sess-3", "last_error": "API Error: 500 overloaded"}
-            ),
+            InfoUpdate({"turns": 1, "session_id": "sess-3"}),
             IDLE,
         ],
     ),
@@ -404,7 +407,7 @@ def test_session_tracks_tool_names_and_state() -> None:
             "session_id": "sess-1",
         }
     )
-    assert isinstance(second[2], InfoUpdate) and second[2].fields["turns"] == 2
+    assert isinstance(second[4], InfoUpdate) and second[4].fields["turns"] == 2
     assert parser.session_id == "sess-2"
 
 
@@ -516,7 +519,7 @@ json_values = st.recursive(
     max_leaves=30,
 )
 messages = st.fixed_dictionaries(
-    {"type": st.sampled_from(["system", "assistant", "user", "result"])},
+    {"type": st.sampled_from(["system", "assistant", "user", "result", "command_lifecycle"])},
     optional={
         "subtype": vocab_strings,
         "message": json_values,
@@ -525,6 +528,14 @@ messages = st.fixed_dictionaries(
         "usage": json_values,
         "is_error": json_values,
         "total_cost_usd": json_values,
+        "is_api_error_message": json_values,
+        "api_error_status": json_values,
+        "terminal_reason": json_values,
+        "errors": json_values,
+        "user_message_uuids": json_values,
+        "isReplay": json_values,
+        "command_uuid": json_values,
+        "state": json_values,
     },
 )
 
@@ -537,7 +548,10 @@ def test_fuzz_json_lines_never_raise_and_publish(obj: Any) -> None:
     events = parser.parse(line)
     assert events[0] == Output(line)
     assert not any(isinstance(e, Output) for e in events[1:])
-    assert not any(isinstance(e, ErrorNote) for e in events)  # it was valid JSON
+    # it was valid JSON: an error note only reports a failed turn, with its history entry
+    notes = [e.message for e in events if isinstance(e, ErrorNote)]
+    failed = [e.entry for e in events if isinstance(e, Chat) and e.entry.get("is_error")]
+    assert notes == [f["content"] for f in failed if f["role"] == "assistant"]
     _publish(events)
 
 
@@ -661,11 +675,23 @@ def _states(events: list[AdapterEvent]) -> list[AgentState]:
     return [e.state for e in events if isinstance(e, StateChange)]
 
 
-def test_adapter_pending_turns() -> None:
+def _sent_uuid(events: list[AdapterEvent]) -> str:
+    (write,) = [e for e in events if isinstance(e, Write)]
+    uuid = json.loads(write.data)["uuid"]
+    assert isinstance(uuid, str)
+    return uuid
+
+
+def _result(**fields: Any) -> str:
+    return _line({"type": "result", "subtype": "success", "is_error": False, **fields})
+
+
+def test_adapter_without_uuids_in_results_counts_one_result_per_send() -> None:
+    # what an older CLI that names no message does: one result answers one send
     adapter = StreamJsonAdapter()
     assert adapter.initial_state() is AgentState.IDLE
-    assert adapter.on_send("one") == [RUNNING]
-    assert adapter.on_send("two") == [RUNNING]
+    assert adapter.send("one")[1:] == [RUNNING]
+    assert adapter.send("two")[1:] == [RUNNING]
     first = adapter.parse_line(RESULT_SUCCESS)
     assert _states(first) == []  # the second turn is still queued: stays running
     assert any(isinstance(e, TurnResult) for e in first)
@@ -676,16 +702,83 @@ def test_adapter_pending_turns() -> None:
     third = adapter.parse_line(RESULT_SUCCESS)
     assert _states(third) == [AgentState.IDLE]
     # and does not make the count negative
-    adapter.on_send("three")
+    adapter.send("three")
     assert _states(adapter.parse_line(RESULT_SUCCESS)) == [AgentState.IDLE]
+
+
+def test_adapter_one_result_answering_two_sends_makes_it_idle() -> None:
+    # Claude Code folds a message sent while a tool runs into the running turn
+    adapter = StreamJsonAdapter()
+    first, second = _sent_uuid(adapter.send("one")), _sent_uuid(adapter.send("two"))
+    assert first != second
+    events = adapter.parse_line(_result(user_message_uuids=[first, second]))
+    assert _states(events) == [AgentState.IDLE]
+    assert adapter.parser.unanswered == 0
+
+
+def test_adapter_stays_running_while_a_listed_send_is_unanswered() -> None:
+    adapter = StreamJsonAdapter()
+    first, second = _sent_uuid(adapter.send("one")), _sent_uuid(adapter.send("two"))
+    assert _states(adapter.parse_line(_result(user_message_uuids=[first]))) == []
+    # the CLI said which message it answered: a result naming another one does not count
+    assert _states(adapter.parse_line(_result(user_message_uuids=["someone-else"]))) == []
+    assert _states(adapter.parse_line(_result(user_message_uuids=[second]))) == [AgentState.IDLE]
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [None, "a-uuid", 5, [], [None], [1, 2], [{"uuid": "x"}], [["nested"]], True],
+    ids=repr,
+)
+def test_adapter_survives_garbage_user_message_uuids(listed: Any) -> None:
+    # anything but a list of strings: counted as one result per send
+    adapter = StreamJsonAdapter()
+    adapter.send("one")
+    adapter.send("two")
+    assert _states(adapter.parse_line(_result(user_message_uuids=listed))) == []
+    assert adapter.parser.unanswered == 1
+
+
+def test_lifecycle_settles_a_message_no_result_lists() -> None:
+    adapter = StreamJsonAdapter()
+    first, second = _sent_uuid(adapter.send("one")), _sent_uuid(adapter.send("two"))
+    assert _states(adapter.parse_line(_result(user_message_uuids=[first]))) == []
+
+    def lifecycle(uuid: Any, state: Any) -> str:
+        return _line({"type": "command_lifecycle", "command_uuid": uuid, "state": state})
+
+    for garbage in (lifecycle(None, "cancelled"), lifecycle(second, "weird"), lifecycle(7, 7)):
+        assert _states(adapter.parse_line(garbage)) == []
+    # a queued message the CLI dropped: nothing will answer it
+    assert _states(adapter.parse_line(lifecycle(second, "cancelled"))) == [AgentState.IDLE]
+    # one that started and completed waits for its result to say so
+    third = _sent_uuid(adapter.send("three"))
+    assert _states(adapter.parse_line(lifecycle(third, "started"))) == []
+    assert _states(adapter.parse_line(lifecycle(third, "completed"))) == []
+    assert _states(adapter.parse_line(_result(user_message_uuids=[third]))) == [AgentState.IDLE]
 
 
 def test_adapter_other_lines_do_not_change_state() -> None:
     adapter = StreamJsonAdapter()
-    adapter.on_send("x")
+    adapter.send("x")
     for line in (SYSTEM_INIT, _assistant({"type": "text", "text": "hi"}), "garbage"):
         assert _states(adapter.parse_line(line)) == []
     assert _states(adapter.parse_line(RESULT_ERROR)) == [AgentState.IDLE]
+
+
+def test_replayed_user_message_is_not_history() -> None:
+    # --replay-user-messages echoes each send; the host recorded it already
+    parser = StreamJsonParser()
+    for content in ("hello", [{"type": "text", "text": "hello"}]):
+        line = _line(
+            {
+                "type": "user",
+                "message": {"role": "user", "content": content},
+                "uuid": "u1",
+                "isReplay": True,
+            }
+        )
+        assert parser.parse(line) == [Output(line)]
 
 
 def test_adapter_encode_input_uses_session() -> None:
@@ -707,6 +800,7 @@ def test_demo_adapter() -> None:
         sys.executable,
         "-m",
         "agenthost.agents.demo_agent",
+        "--replay-user-messages",
         "--pace",
         "0",
     ]
