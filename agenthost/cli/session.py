@@ -126,12 +126,13 @@ class AttachSession:
             try:
                 await client.connect()
             except HostNotFound:
-                if first:
-                    raise  # nothing to follow: say why and exit (status 3)
-                if self._restart is not None and not await self._restart_coming(
-                    self._restart, host_gone=True
-                ):
-                    return self._ended(self._restart)  # the daemon will not restart it
+                if self._restart is not None:
+                    if not await self._restart_coming(self._restart, host_gone=True):
+                        return self._ended(self._restart)  # the daemon will not restart it
+                elif first:
+                    self._restart = await self._restart_pending()
+                    if self._restart is None:
+                        raise  # nothing to follow: say why and exit (status 3)
                 await asyncio.sleep(delay)  # the host is away: wait before trying again
                 delay = min(delay * 2, RETRY_MAX)
                 continue
@@ -261,6 +262,26 @@ class AttachSession:
         self._restart = info
         self.note(f"{render_end(info)}; the daemon will start it again", alarm=True)
         return None
+
+    async def _restart_pending(self) -> AgentInfo | None:
+        """No host yet: if the daemon is about to start one (a restart's backoff), how
+        the last run ended, else None."""
+        from agenthost.daemon.protocol import AgentStatus
+
+        record = await daemon_record(self.home, self.agent_id)
+        if record is None or record.status not in (AgentStatus.SPAWNING, AgentStatus.RESTARTING):
+            return None
+        end = record.ended_at or datetime.now(UTC)
+        info = AgentInfo(
+            id=self.agent_id,
+            state=record.state or "error",
+            started_at=end,  # how long it ran is unknown here: as if not at all
+            ended_at=end,
+            exit_code=record.exit_code,
+            signal=record.signal,
+        )
+        self.note(f"no host yet: {render_end(info)}; the daemon will start it again")
+        return info
 
     async def _restart_coming(self, info: AgentInfo, *, host_gone: bool) -> bool:
         return restart_coming(await daemon_record(self.home, self.agent_id), info, host_gone)

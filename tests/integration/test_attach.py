@@ -496,3 +496,22 @@ def test_attach_follows_a_daemon_restart_and_ends_when_it_gives_up(home: Path) -
         assert world.agents()["d1"]["status"] == "failed"
         offsets = [e["offset"] for e in attach.events]
         assert offsets == list(range(1, len(offsets) + 1))  # one stream, nothing twice
+
+
+def test_attach_during_a_restart_backoff_waits_for_the_new_host(home: Path) -> None:
+    with daemon_world(home) as world:
+        world.start_daemon("--scan-interval", "0")
+        policy = {"policy": "on-failure", "max_restarts": 1, "backoff": 5.0}
+        world.spawn("d1", ECHO, restart=policy)
+        assert world.cli("send", "d1", "exit 3").returncode == 0
+        wait_for(lambda: world.agents()["d1"]["status"] == "restarting", what="the backoff")
+        assert "d1" not in world.host_pids()  # no host to attach to: attach waits
+        attach = AttachProc(home, "d1", world.env)
+        try:
+            attach.until("the first run's end", in_state("error"))
+            attach.until("the restarted run", in_state("running"))
+            assert world.cli("send", "d1", "exit 0").returncode == 0
+            attach.until("the end", in_state("done"))
+            assert attach.wait() == Exit.OK
+        finally:
+            attach.close()
