@@ -1,7 +1,8 @@
 """Where agenthost keeps its files, and which agent ids are valid.
 
 Layout under the home directory (``--home``, ``$AGENTHOST_HOME``, else
-``$XDG_STATE_HOME/agenthost``, else ``~/.local/state/agenthost``)::
+``$XDG_STATE_HOME/agenthost``, else ``~/.local/state/agenthost``; an empty or
+blank ``$AGENTHOST_HOME`` counts as unset, an empty or blank ``--home`` is refused)::
 
     <home>/hosts/<agent_id>.sock   the host's socket (0600, directory 0700)
     <home>/hosts/<agent_id>.lock   flock held by the live host: proof of liveness
@@ -46,10 +47,31 @@ def validate_agent_id(agent_id: str) -> str:
     return agent_id
 
 
+def check_home(value: str) -> Path:
+    """``value`` (a ``--home``) as a path; raise ConfigError if it is empty or blank.
+
+    ``Path("")`` is the current directory: an empty ``--home`` (an unset shell variable
+    in ``--home "$DIR"``) would silently put sockets and journals wherever the command
+    runs. A relative path stays relative (:func:`resolve_home` makes it absolute
+    against the current directory).
+    """
+    if not value.strip():
+        raise ConfigError(
+            f"the home directory is {'empty' if not value else 'blank'} ({value!r})",
+            hint="give a directory, or leave --home out for the default home",
+        )
+    return Path(value).expanduser()
+
+
 def default_home() -> Path:
-    """The home directory from the environment (not created)."""
+    """The home directory from the environment (not created).
+
+    An empty or blank ``$AGENTHOST_HOME`` counts as unset, like the XDG variables (and
+    never as the current directory). Never raises: error reports and shell completion
+    call it too.
+    """
     env = os.environ.get(HOME_ENV)
-    if env:
+    if env and env.strip():
         return Path(env).expanduser()
     state = os.environ.get("XDG_STATE_HOME")
     # the XDG spec: a relative value is invalid and must be ignored
@@ -58,8 +80,16 @@ def default_home() -> Path:
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """``home`` if given, else :func:`default_home`; made absolute (not created)."""
-    path = Path(home).expanduser() if home is not None else default_home()
+    """``home`` if given, else :func:`default_home`; made absolute (not created).
+
+    An empty or blank string is refused (ConfigError), as by :func:`check_home`.
+    """
+    if home is None:
+        path = default_home()
+    elif isinstance(home, str):
+        path = check_home(home)
+    else:
+        path = Path(home).expanduser()
     return path.absolute()
 
 

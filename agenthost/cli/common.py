@@ -148,11 +148,24 @@ def home_option(func: Callable[P, R]) -> Callable[P, R]:
     """``--home DIR`` (default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost)."""
     return click.option(
         "--home",
-        type=click.Path(file_okay=False, path_type=Path),
+        # a str first: Path("") would already be "." and an empty --home undetectable
+        type=click.Path(file_okay=False),
+        callback=_home_value,
         default=None,
         help="State directory [default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost, "
         "else ~/.local/state/agenthost].",
     )(func)
+
+
+def _home_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Path | None:
+    from agenthost.paths import check_home
+
+    if value is None:
+        return None
+    try:
+        return check_home(value)
+    except AgentHostError as exc:
+        raise click.BadParameter(exc.message) from exc
 
 
 def json_option(func: Callable[P, R]) -> Callable[P, R]:

@@ -13,6 +13,7 @@ from agenthost.paths import (
     AGENT_ID_MAX,
     SUN_PATH_MAX,
     agent_id_from_socket,
+    check_home,
     check_socket_path,
     ensure_private_dir,
     hosts_dir,
@@ -141,6 +142,23 @@ def test_home_default(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_home_empty_env_is_unset(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
     clean_env.setenv("AGENTHOST_HOME", "")
     clean_env.setenv("XDG_STATE_HOME", "")
+    assert resolve_home() == tmp_path / "home" / ".local" / "state" / "agenthost"
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t", " \n "])
+def test_home_argument_empty_or_blank_is_refused(clean_env: pytest.MonkeyPatch, blank: str) -> None:
+    # Path("") is the current directory: it must never become the home by accident
+    with pytest.raises(ConfigError, match="the home directory is (empty|blank)"):
+        resolve_home(blank)
+    with pytest.raises(ConfigError):
+        check_home(blank)
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\t"])
+def test_home_env_empty_or_blank_is_unset(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, blank: str
+) -> None:
+    clean_env.setenv("AGENTHOST_HOME", blank)
     assert resolve_home() == tmp_path / "home" / ".local" / "state" / "agenthost"
 
 
