@@ -171,6 +171,54 @@ def test_message_sent_during_a_turn_runs_as_its_own_turn(
     assert [e["state"] for e in events if e["type"] == "state"] == ["running", "idle"]
 
 
+def history(host: HostProc) -> list[dict[str, Any]]:
+    with host.raw() as conn:
+        entries: list[dict[str, Any]] = conn.request("host.history")["payload"]["entries"]
+    return entries
+
+
+def test_message_sent_while_a_tool_runs_is_folded_and_the_host_gets_idle(
+    start: Start, server: FakeAnthropic
+) -> None:
+    # Claude Code folds it into the running turn: one result answers both sends
+    server.add(
+        tool_use("Bash", {"command": "sleep 3", "description": "Wait"}),
+        text("Slept, and read your second message."),
+    )
+    host = start(cli_args=("--allowedTools", "Bash"))
+    with attached(host) as conn:
+        conn.send("host.send", {"input": "Sleep for three seconds"})
+        events = until(conn, lambda e: e["type"] == "chat_entry" and "input" in e["chat_entry"])
+        conn.send("host.send", {"input": "Also say hi"})  # while `sleep 3` runs
+        events += until(conn, state("idle"))
+    assert len(results(events)) == 1
+    assert host.agent()["state"] == "idle"
+    # the model saw the second message inside the first turn
+    assert "Also say hi" in str(server.turn_requests()[-1].messages)
+    # each send once in history, although the CLI echoed both
+    users = [e["content"] for e in history(host) if e["role"] == "user"]
+    assert users == ["Sleep for three seconds", "Also say hi"]
+
+
+def test_message_sent_while_a_permission_is_open_is_folded_and_the_host_gets_idle(
+    start: Start, server: FakeAnthropic, dirs: ClaudeDirs
+) -> None:
+    server.add(tool_use("Bash", {"command": WRITE_COMMAND}), text("Made it, and said hi."))
+    host = start()
+    with attached(host) as conn:
+        request = permission_turn(conn)
+        conn.send("host.send", {"input": "Also say hi"})  # the question is still open
+        until(conn, lambda e: e["type"] == "chat_entry" and e["chat_entry"]["role"] == "user")
+        conn.request("host.respond", {"request_id": request["request_id"], "behavior": "allow"})
+        events = until(conn, state("idle"))
+    assert len(results(events)) == 1 and (dirs.worktree / "marker.txt").exists()
+    assert host.agent()["state"] == "idle"
+    assert [e["content"] for e in history(host) if e["role"] == "user"] == [
+        "Make a marker file",
+        "Also say hi",
+    ]
+
+
 def test_interrupt_a_streaming_turn(start: Start, server: FakeAnthropic) -> None:
     server.add(slow_text("x " * 400, delay=0.05), text("After the interrupt."))
     host = start()
@@ -263,6 +311,41 @@ def test_api_error_is_reported_and_the_agent_survives(start: Start, server: Fake
         recovered = turn(conn, "Hello again")
     assert entries(recovered)[-1]["content"] == "Back again."
     assert host.agent()["state"] == "idle"
+
+
+@pytest.mark.parametrize("status", [500, 429])
+def test_api_error_is_an_error_event_and_in_history(
+    start: Start, server: FakeAnthropic, status: int
+) -> None:
+    server.add(error(status), error(status))  # the call and its one retry
+    host = start()
+    with attached(host) as conn:
+        events = turn(conn, "Hello?")
+    (failure,) = [e for e in events if e["type"] == "error"]
+    # e.g. "API Error: 500 Internal server error. …", "API Error: Request rejected (429) · …"
+    assert failure["error"].startswith("API Error") and str(status) in failure["error"]
+    assert failure["http_status"] == status
+    assert host.agent()["last_error"] == failure["error"]
+    (result,) = results(events)
+    assert result["is_error"] is True and "interrupted" not in result
+    last = history(host)[-1]
+    assert (last["role"], last["is_error"], last["http_status"]) == ("assistant", True, status)
+    assert last["content"] == failure["error"]
+
+
+def test_interrupted_turn_is_not_a_failure(start: Start, server: FakeAnthropic) -> None:
+    server.add(slow_text("x " * 400, delay=0.05))
+    host = start()
+    with attached(host) as conn:
+        conn.send("host.send", {"input": "Talk for a long time"})
+        until(conn, state("running"))
+        server.wait_for_deltas(1)
+        conn.request("host.interrupt")
+        events = until(conn, state("idle"))
+    assert not [e for e in events if e["type"] == "error"]
+    (result,) = results(events)
+    assert result["interrupted"] is True
+    assert history(host)[-1] == {**history(host)[-1], "content": "turn interrupted"}
 
 
 def test_stop_ends_the_cli(start: Start, server: FakeAnthropic) -> None:
