@@ -8,6 +8,7 @@ time of ``serve`` is a measured figure (docs/performance.md).
 
 from __future__ import annotations
 
+import difflib
 import gc
 import importlib
 
@@ -48,6 +49,21 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, plus a did-you-mean for a mistyped command (from the names only:
+        nothing is imported for it)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            name = args[0] if args else ""
+            close = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.6)
+            if not close or name in COMMANDS:
+                raise
+            guess = " or ".join(repr(c) for c in close)
+            raise click.UsageError(f"{exc.message} Did you mean {guess}?", ctx) from None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)

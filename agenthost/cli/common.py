@@ -28,7 +28,7 @@ from agenthost.errors import (
     RequestTimeout,
     UnknownRequest,
 )
-from agenthost.paths import agent_id_from_socket, hosts_dir, resolve_home
+from agenthost.paths import agent_id_from_socket, hosts_dir, journal_dir, resolve_home
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -257,11 +257,19 @@ def _diagnose(home: Path) -> str | None:
                 f"`kill -USR1 {pid if isinstance(pid, int) else '<pid>'}` re-creates it"
             )
         return f"a host for {agent_id!r} is alive ({who}) but does not answer: stopped or busy?"
+    # the host ended, its agent's conversation did not: it is on disk
+    export = (
+        f"; its journal is still there: `agenthost export {agent_id}` prints its conversation"
+        if journal_dir(home, agent_id).is_dir()
+        else ""
+    )
     if sock.exists():
         return (
-            f"the host for {agent_id!r} is gone (its socket is left over); "
+            f"the host for {agent_id!r} is gone (its socket is left over){export}; "
             f"`agenthost serve --agent-id {agent_id}` starts a new one and cleans it up"
         )
+    if export:
+        return f"the host for {agent_id!r} has ended{export}"
     try:
         known = sorted(
             a for p in hosts_dir(home).iterdir() if (a := agent_id_from_socket(p)) is not None

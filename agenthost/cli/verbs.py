@@ -195,12 +195,26 @@ def stop(
 @json_option
 @handle_errors
 def interrupt(agent_id: str, home: Path | None, as_json: bool) -> None:
-    """Interrupt the agent's current turn (the agent keeps running)."""
+    """Interrupt the agent's current turn (the agent keeps running).
+
+    An idle agent has no turn to interrupt: that is said, nothing is sent, and the
+    exit status is 0 (with --json: "sent": false).
+    """
     from agenthost.client import Client
+    from agenthost.protocol import AgentState
 
     remember_agent_id(agent_id)
     with Client(agent_id, home=home) as client:
-        result = client.interrupt()
+        # asked first: some agents (Claude Code, the demo) take an interrupt request
+        # even when idle, so the host's answer alone cannot tell
+        idle = client.status().agent.state == AgentState.IDLE
+        result = None if idle else client.interrupt()
+    if result is None or not result.sent:
+        if as_json:
+            print_json({"sent": False, "method": None, "reason": "nothing to interrupt"})
+        else:
+            click.echo(f"nothing to interrupt: {agent_id} is not in a turn", err=True)
+        return
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:

@@ -307,3 +307,75 @@ def test_garbage_in_the_private_env_variable_is_refused(home: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "AGENTHOST_AGENT_ENV must be a JSON object" in result.stderr
     assert not (home / "hosts" / "g.sock").exists()
+
+
+@pytest.mark.parametrize(
+    ("typo", "guess"),
+    [
+        ("atach", "'attach'"),
+        ("stauts", "'status'"),
+        ("histroy", "'history'"),
+        ("frget", "'forget'"),
+    ],
+)
+def test_a_mistyped_command_gets_a_did_you_mean(home: Path, typo: str, guess: str) -> None:
+    result = run(home, typo, "x1")
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"Error: No such command '{typo}'. Did you mean {guess}?" in result.stderr
+
+
+@pytest.mark.parametrize("garbage", ["zzzzzz", "", "-", "\x00x", "é" * 300])
+def test_a_command_that_is_nothing_like_any_gets_no_guess(home: Path, garbage: str) -> None:
+    if "\x00" in garbage:
+        garbage = garbage.replace("\x00", "")  # argv cannot carry NUL
+    result = run(home, garbage)
+    assert result.returncode == 2 and "Did you mean" not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_interrupt_says_when_there_is_nothing_to_interrupt(
+    home: Path, detached: Callable[..., dict[str, Any]]
+) -> None:
+    detached("i1")  # the demo: idle until a message comes
+    wait_for(lambda: run_json(home, "status", "i1")["agent"]["state"] == "idle", what="idle")
+    idle = run(home, "interrupt", "i1")
+    assert idle.returncode == 0 and idle.stdout == ""
+    assert idle.stderr == "nothing to interrupt: i1 is not in a turn\n"
+    body = run_json(home, "interrupt", "i1")
+    assert body == {"sent": False, "method": None, "reason": "nothing to interrupt"}
+    assert not any(e["role"] == "user" for e in run_json(home, "history", "i1")["entries"])
+
+    detached("i2", "--agent", "lines", "--", "sh", "-c", "while read x; do echo $x; done")
+    wait_for(lambda: run_json(home, "status", "i2")["agent"]["state"] == "running", what="run")
+    busy = run(home, "interrupt", "i2")  # a plain program is always in its "turn"
+    assert busy.returncode == 0, busy.stderr
+    assert busy.stdout == "interrupted i2 (SIGINT to its process group)\n"
+
+    for garbage in ([], ["../x"], ["i1", "extra"], ["--json=1", "i1"]):
+        bad = run(home, "interrupt", *garbage)
+        assert bad.returncode == 2, (garbage, bad.stderr)
+        assert "Traceback" not in bad.stderr
+
+
+def test_an_ended_host_points_at_export(
+    home: Path, detached: Callable[..., dict[str, Any]]
+) -> None:
+    detached("e1")
+    run_json(home, "send", "e1", "hello")
+    wait_for(lambda: run_json(home, "history", "e1")["total"] >= 2, what="the turn")
+    run_json(home, "stop", "e1")
+    hint = "hint: the host for 'e1' has ended; its journal is still there: "
+    hint += "`agenthost export e1` prints its conversation"
+    for verb in (["send", "e1", "again"], ["attach", "e1"], ["history", "e1"]):
+        ended = run(home, *verb, stdin="")
+        assert ended.returncode == 3, (verb, ended.stderr)
+        assert "no host is running for agent 'e1'" in ended.stderr and hint in ended.stderr
+    body = run_json(home, "history", "e1", code=3)
+    assert body["reason"] == "no_host" and "agenthost export e1" in body["hint"]
+    exported = run(home, "export", "e1")
+    assert exported.returncode == 0 and '"content": "hello"' in exported.stdout
+
+    # no journal (never ran, or purged): no such pointer
+    run(home, "forget", "--purge", "e1")
+    gone = run(home, "history", "e1")
+    assert gone.returncode == 3 and "export" not in gone.stderr
