@@ -1213,3 +1213,26 @@ def test_history_entries_print_as_one_readable_line(fields: dict[str, Any], text
     entry = HistoryEntry.model_validate({"timestamp": TS, **fields})
     assert str(entry) == text
     assert repr(entry).startswith("HistoryEntry(role=")
+
+
+def test_a_chat_entry_nested_near_the_recursion_limit_is_a_protocol_error_or_data() -> None:
+    """Garbage for the liberal path: re-encoding an odd entry as data never escapes as
+    a RecursionError, however deep the caller's stack is when the frame arrives."""
+    import sys
+
+    def at_depth(frames: int, frame: bytes) -> None:
+        if frames:
+            return at_depth(frames - 1, frame)
+        try:
+            event = decode_message(frame)
+        except ProtocolError:
+            return None
+        assert isinstance(event, StreamEvent) and event.data
+        return None
+
+    limit = sys.getrecursionlimit()
+    head = b'{"type":"chat_entry","agent_id":"a","offset":1,"timestamp":"2025-01-01T00:00:00Z"'
+    for depth in range(limit - 60, limit + 5, 5):
+        frame = head + b',"chat_entry":' + b"[" * depth + b"]" * depth + b"}"
+        for frames in (0, 20, 40):
+            at_depth(frames, frame)
