@@ -934,3 +934,62 @@ def test_fuzz_never_raises(method: str, params: Any, item: Any, rpc_id: Any) -> 
                 HistoryEntry.model_validate({**ev.entry, "timestamp": "2026-01-01T00:00:00Z"})
             if isinstance(ev, Write):
                 _decode(ev.data)
+
+
+def started(adapter: CodexAdapter, turn_id: str = "u1") -> None:
+    adapter.send("x")
+    adapter.parse_line(line(id=3, result={"turn": {"id": turn_id}}))
+
+
+def test_a_failed_turn_without_an_error_notification_is_reported_at_its_end() -> None:
+    adapter, _ = ready()
+    started(adapter)
+    error = {
+        "message": "boom",
+        "codexErrorInfo": {"responseStreamDisconnected": {"httpStatusCode": 502}},
+    }
+    events = notify(
+        adapter, "turn/completed", turn={"id": "u1", "status": "failed", "error": error}
+    )
+    assert summaries(events)[:3] == [
+        ("error", "boom", 502),
+        ("failed", "boom", 502),
+        ("result", "failed"),
+    ]
+    assert info(events)["last_error"] == "boom"
+
+
+def test_an_error_of_another_turn_or_a_retry_does_not_fail_the_running_one() -> None:
+    adapter, _ = ready()
+    started(adapter)
+    other = notify(adapter, "error", error={"message": "old"}, willRetry=False, turnId="u0")
+    retry = notify(adapter, "error", error={"message": "hm"}, willRetry=True, turnId="u1")
+    assert summaries(other + retry) == [
+        ("error", "codex error: old"),
+        ("error", "codex error (will retry): hm"),
+    ]
+    # so the turn's end reports its failure (once)
+    events = complete(adapter, "u1", "failed")
+    assert summaries(events)[:2] == [("error", "turn failed"), ("failed", "turn failed", None)]
+
+
+@pytest.mark.parametrize(
+    "info_value",
+    [
+        None,
+        "internalServerError",
+        [429],
+        {"x": None},
+        {"x": {"httpStatusCode": "429"}},
+        {"x": {"httpStatusCode": True}},
+        {"x": {"httpStatusCode": None}},
+        {"x": [{"httpStatusCode": 429}]},
+    ],
+    ids=repr,
+)
+def test_garbage_error_info_gives_no_http_status(info_value: Any) -> None:
+    adapter, _ = ready()
+    started(adapter)
+    error = {"message": "bad", "codexErrorInfo": info_value, "additionalDetails": 5}
+    events = notify(adapter, "error", error=error, willRetry=False, turnId="u1")
+    assert summaries(events) == [("error", "bad"), ("failed", "bad", None)]
