@@ -58,6 +58,7 @@ from agenthost.paths import (
 from agenthost.paths import (
     socket_path as make_socket_path,
 )
+from agenthost.peer import check_server
 from agenthost.protocol import (
     CLIENT_FRAME_LIMIT,
     AgentInfo,
@@ -174,6 +175,11 @@ class AsyncClient:
             ) from exc
         except OSError as exc:
             raise HostNotFound(f"cannot connect to {self.socket_path}: {exc}") from exc
+        try:
+            check_server(writer.transport, self.socket_path, "host")
+        except Forbidden:
+            writer.close()  # nothing was sent: not even the version check's ping
+            raise
         self._reader, self._writer = reader, writer
         self._closed_error = None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())

@@ -156,9 +156,7 @@ def ensure_private_dir(path: Path) -> Path:
     by another user is refused, because whoever owns it can replace our sockets.
     """
     try:
-        # a home created here is private too (an existing one is left as it is)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.mkdir(mode=0o700, exist_ok=True)
+        _make_private_dirs(path)
         st = path.stat()
     except OSError as exc:
         raise ConfigError(f"cannot create directory {path}: {exc.strerror}") from exc
@@ -175,3 +173,25 @@ def ensure_private_dir(path: Path) -> Path:
         except OSError as exc:
             raise ConfigError(f"cannot make {path} private: {exc.strerror}") from exc
     return path
+
+
+def _make_private_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents, each 0700 whatever the umask.
+
+    ``Path.mkdir(parents=True)`` gives the parents it creates the default mode (0777
+    less the umask: 0777 under umask 000), which would let anybody replace the home
+    under a nested ``--home``. Directories that exist already are left as they are.
+    """
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another process: keep theirs
+            continue
+        # mkdir's mode is masked by the umask, which can only remove bits: 0700 or less;
+        # the owner needs all three (a umask of 0o100 would leave it unusable)
+        directory.chmod(0o700)

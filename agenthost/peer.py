@@ -1,7 +1,9 @@
 """The other end of a Unix socket connection: who it is, and whether it is still there.
 
 Shared by the host's and the daemon's servers: both admit only their owner's uid (or
-root) and both must notice a client that closed after a half-close.
+root) and both must notice a client that closed after a half-close. And by their
+clients: a socket served by another user is not talked to, whatever its path says
+(a home another user can write to would let them plant one).
 """
 
 from __future__ import annotations
@@ -14,15 +16,46 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from agenthost.errors import ErrorCode
+from agenthost.errors import ErrorCode, Forbidden
 from agenthost.protocol import encode_error
 
 if TYPE_CHECKING:
-    from asyncio import Transport
+    from asyncio import BaseTransport, Transport
 
 log = structlog.get_logger("agenthost.peer")
 
 _CRED: Final = struct.Struct("3i")
+
+
+def peer_credentials(sock: socket.socket | None) -> tuple[int, int]:
+    """The (pid, uid) of the process at the other end of an AF_UNIX socket, as the
+    kernel recorded them at connect (``SO_PEERCRED``); (0, -1) when unknown."""
+    if sock is None:
+        return 0, -1
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
+    except OSError:  # pragma: no cover - not AF_UNIX
+        return 0, -1
+    pid, uid, _ = _CRED.unpack(raw)
+    return pid, uid
+
+
+def trusted_uid(uid: int) -> bool:
+    """Whether a peer of ``uid`` is ours to deal with: this user, or root."""
+    return uid in (os.getuid(), 0)
+
+
+def check_server(transport: BaseTransport, path: object, service: str) -> None:
+    """Raise Forbidden unless the server at the other end of a client's fresh
+    connection runs as this user (or root). Called before anything is sent."""
+    pid, uid = peer_credentials(transport.get_extra_info("socket"))
+    if trusted_uid(uid):
+        return
+    raise Forbidden(
+        f"the {service} socket {path} is served by uid {uid} (pid {pid}), not by this "
+        f"user (uid {os.getuid()}): refusing to talk to it",
+        hint="another user can write to that home; use a --home only you can write to",
+    )
 
 
 def admit_peer(transport: Transport, service: str) -> tuple[int, int] | None:
@@ -30,14 +63,8 @@ def admit_peer(transport: Transport, service: str) -> tuple[int, int] | None:
 
     Otherwise answer ``forbidden``, close the transport and return None.
     """
-    pid, uid = 0, -1
-    sock = transport.get_extra_info("socket")
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
-        pid, uid, _ = _CRED.unpack(raw)
-    except OSError:  # pragma: no cover - not AF_UNIX
-        pass
-    if uid in (os.getuid(), 0):
+    pid, uid = peer_credentials(transport.get_extra_info("socket"))
+    if trusted_uid(uid):
         return pid, uid
     log.warning("client.forbidden", peer_uid=uid, peer_pid=pid)
     transport.write(

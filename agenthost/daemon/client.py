@@ -58,6 +58,7 @@ from agenthost.errors import (
 )
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, logs_dir, resolve_home
+from agenthost.peer import check_server
 from agenthost.protocol import (
     CLIENT_FRAME_LIMIT,
     FrameDecoder,
@@ -110,6 +111,11 @@ class DaemonClient:
                 f"no daemon answers on {self.socket_path}",
                 hint="start one with `agenthost daemon` (or `agenthost run` starts it)",
             ) from exc
+        try:
+            check_server(writer.transport, self.socket_path, "daemon")
+        except Forbidden:
+            writer.close()
+            raise
         self._reader, self._writer = reader, writer
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 

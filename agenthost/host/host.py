@@ -195,6 +195,9 @@ class Host:
     async def run(self) -> None:
         """Serve until stopped. Raise HostAlreadyRunning or ConfigError before serving."""
         self._shutdown = asyncio.Event()
+        # the home itself first: whoever can write to it can replace hosts/ and plant a
+        # socket of their own where clients look for ours
+        ensure_private_dir(self.config.home)
         ensure_private_dir(hosts_dir(self.config.home))
         # Once the lock is held, a daemon that finds no socket may send SIGUSR1 ("re-
         # create your socket"); its default action would kill a host still starting.

@@ -65,6 +65,7 @@ def spawn_detached(
             + (f" (pid {pid})" if isinstance(pid, int) else ""),
             hint=f"stop it first (`agenthost stop {agent_id}`), or choose another --agent-id",
         )
+    ensure_private_dir(home)  # refused if another user owns it (the host checks again)
     ensure_private_dir(logs_dir(home))
     log_file = log_path(home, agent_id)
     argv = [
