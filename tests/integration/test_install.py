@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from agenthost.lockfile import is_lock_held, read_lock_info
 
 from hosttools import wait_for
 
@@ -53,7 +58,7 @@ def test_make_install_puts_a_compiled_working_command_on_path(tmp_path: Path) ->
     # ... and it does not run from this checkout
     assert not (site / "_editable_impl_agenthost.pth").exists()
 
-    # the README's commands, with the installed command found on PATH
+    # the README's "Using it" commands as printed, with the installed command on PATH
     home = tmp_path / "home"
     user_env = {**env, "PATH": f"{prefix / 'bin'}:{env['PATH']}", "AGENTHOST_HOME": str(home)}
     user_env["AGENTHOST_DEMO_PACE"] = "0"
@@ -63,20 +68,47 @@ def test_make_install_puts_a_compiled_working_command_on_path(tmp_path: Path) ->
             ["agenthost", *args], capture_output=True, text=True, env=user_env, timeout=60
         )
 
-    started = agenthost("serve", "--agent-id", "web", "--detach", "--json")
-    assert started.returncode == 0, started.stderr
+    commands = readme_commands()
+    assert [c[1] for c in commands][:2] == ["serve", "list"]
     try:
-        listed = json.loads(agenthost("list", "--json").stdout)
-        assert [h["agent_id"] for h in listed] == ["web"]
-        assert agenthost("send", "web", "hello").returncode == 0
-        wait_for(
-            lambda: (
-                json.loads(agenthost("status", "web", "--json").stdout)["agent"]["state"] == "idle"
-            ),
-            what="the demo's turn to end",
-        )
-        history = json.loads(agenthost("history", "web", "--json").stdout)
-        assert any(e["role"] == "user" and e.get("content") == "hello" for e in history["entries"])
+        for argv in commands:
+            if argv[1] == "attach":
+                argv = [*argv, "--no-follow"]  # the interactive session, without its terminal
+            done = agenthost(*argv[1:])
+            assert done.returncode == 0, (argv, done.stdout, done.stderr)
+            if argv[1] == "send":
+                # the agent answered (a line of its own), and history has the message
+                wait_for(
+                    lambda: (
+                        "got: run the tests" in agenthost("attach", "web", "--no-follow").stdout
+                    ),
+                    what="the agent's answer",
+                )
+                history = json.loads(agenthost("history", "web", "--json").stdout)
+                assert [e["content"] for e in history["entries"]] == ["run the tests"]
+        helper = json.loads(agenthost("status", "helper", "--json").stdout)
+        assert helper["agent"]["backend"] == "demo"
     finally:
-        stopped = agenthost("stop", "web", "--json")
-    assert stopped.returncode == 0, stopped.stderr
+        agenthost("stop", "helper")
+        stop_daemon(home)
+
+
+def readme_commands() -> list[list[str]]:
+    """The command lines of the README's "Using it" shell block (comments removed)."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Using it") :]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    commands = [shlex.split(line, comments=True) for line in block.group(1).splitlines()]
+    commands = [c for c in commands if c]
+    assert commands and all(c[0] == "agenthost" for c in commands)
+    return commands
+
+
+def stop_daemon(home: Path) -> None:
+    """End the daemon that `agenthost run` started (hosts it spawned were stopped)."""
+    info = read_lock_info(home / "daemon.lock") or {}
+    pid = info.get("pid")
+    if isinstance(pid, int) and is_lock_held(home / "daemon.lock"):
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not is_lock_held(home / "daemon.lock"), what="the daemon to end")
