@@ -249,6 +249,8 @@ class AsyncClient:
                     if isinstance(frame, AgentHostError):
                         raise frame
                     message = decode_message(frame)
+                    if message is None:  # a kind this version does not know: ignored
+                        continue
                     if isinstance(message, StreamEvent):
                         await self._events.put(message)
                     else:

@@ -311,14 +311,16 @@ Message = Annotated[Response | StreamEvent, Field(discriminator="kind")]
 MESSAGE_ADAPTER: Final[TypeAdapter[Response | StreamEvent]] = TypeAdapter(Message)
 
 
-def decode_message(frame: bytes) -> Response | StreamEvent:
+def decode_message(frame: bytes) -> Response | StreamEvent | None:
     """Decode a frame received from a host: a response or a stream event.
 
     Frames of this package's hosts take one validating parse. Anything else goes
     through a liberal second pass (see :func:`_decode_liberally`): frames without
     ``kind`` (hosts of protocol 1.0 as first published), escaped lone surrogates, and
-    ``chat_entry`` objects of another shape are accepted. Raise ProtocolError, with
-    what is wrong, if the frame is neither a response nor an event.
+    ``chat_entry`` objects of another shape are accepted. An object whose ``kind`` is a
+    string this version does not know gives None: the protocol tells clients to ignore
+    it (a later minor version may add kinds). Raise ProtocolError, with what is wrong,
+    if the frame is none of these.
     """
     try:
         return MESSAGE_ADAPTER.validate_json(frame)
@@ -327,7 +329,7 @@ def decode_message(frame: bytes) -> Response | StreamEvent:
     return _decode_liberally(frame)
 
 
-def _decode_liberally(frame: bytes) -> Response | StreamEvent:
+def _decode_liberally(frame: bytes) -> Response | StreamEvent | None:
     # Off the hot path: only frames our own hosts never send get here, so the extra
     # parse costs nothing to them.
     try:
@@ -344,7 +346,11 @@ def _decode_liberally(frame: bytes) -> Response | StreamEvent:
         # The reference host of protocol 1.0 sends no ``kind``: only its responses
         # carry ``success``.
         obj["kind"] = "response" if "success" in obj else "event"
-    if obj["kind"] == "event" and obj.get("chat_entry") is not None:
+    kind = obj["kind"]
+    if isinstance(kind, str) and kind not in ("response", "event"):
+        _log.debug("frame of an unknown kind %r ignored", kind[:40])
+        return None
+    if kind == "event" and obj.get("chat_entry") is not None:
         _tolerate_chat_entry(obj)
     try:
         return MESSAGE_ADAPTER.validate_python(obj)

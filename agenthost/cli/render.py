@@ -204,8 +204,12 @@ class EventRenderer:
             if self.structured and not self.raw:
                 return None
             return data
-        if event.type == "chat_entry" and event.chat_entry is not None:
-            return render_entry(event.chat_entry, s, self.width)
+        if event.type == "chat_entry":
+            if event.chat_entry is not None:
+                return render_entry(event.chat_entry, s, self.width)
+            # an entry of a shape this client does not know (a host of 1.0 as first
+            # published): the decoder put its JSON in ``data``; show it, not nothing
+            return s.dim("entry│ ") + event.data if event.data else None
         if event.type == "state":
             state = event.state or "?"
             if state == "error":

@@ -137,6 +137,26 @@ def test_garbage_from_the_host_ends_the_stream_with_a_clear_error(
     assert str(request_error) == str(stream_error)
 
 
+def test_a_frame_of_an_unknown_kind_is_skipped_and_the_stream_goes_on(
+    gohost: FakeGoHost,
+) -> None:
+    # a later minor version may add kinds; docs/protocol.md tells clients to ignore them
+    async def main() -> tuple[list[int], str]:
+        async with AsyncClient("g1", home=gohost.home) as client:
+            await client.send("x")
+            seen: list[int] = []
+            async for event in client.attach(0):
+                seen.append(event.offset)
+                if event.offset == 2:
+                    gohost.inject(b'{"kind":"notice","type":"gap","after":1}\n')
+                if event.offset == 5:
+                    break
+            return seen, (await client.status()).agent.id
+
+    seen, agent_id = uvloop.run(asyncio.wait_for(main(), DEADLINE))
+    assert seen == [1, 2, 3, 4, 5] and agent_id == "g1"
+
+
 def test_a_garbage_reply_fails_the_request_waiting_for_it(gohost: FakeGoHost) -> None:
     async def main() -> BaseException:
         async with AsyncClient("g1", home=gohost.home, request_timeout=DEADLINE) as client:

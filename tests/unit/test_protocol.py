@@ -561,13 +561,19 @@ def _leaves(value: Any) -> list[Any]:
     return [value]
 
 
+def test_decode_message_ignores_kinds_it_does_not_know() -> None:
+    # docs/protocol.md: "ignore values of kind that you do not know"
+    assert decode_message(b'{"kind":"nope","type":"x"}') is None
+    assert decode_message(b'{"kind":"notice","type":"gap","whatever":[1,2]}') is None
+
+
 @pytest.mark.parametrize(
     "frame",
     [
         b"",
         b"not json",
         b"[]",
-        b'{"kind":"nope","type":"x"}',
+        b'{"kind":7,"type":"x"}',  # a kind that is not even a string
         b'{"kind":"response","type":"host.ping"}',  # no success
         b'{"kind":"event","type":"output","agent_id":"a"}',  # no offset, timestamp
         b'{"kind":"event","type":"output","agent_id":"a","offset":"x","timestamp":"t"}',

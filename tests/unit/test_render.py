@@ -216,6 +216,13 @@ def test_unknown_or_empty_events_render_as_none(event: StreamEvent) -> None:
     assert EventRenderer(PLAIN, structured=False, raw=True).render(event) is None
 
 
+def test_a_chat_entry_of_an_unknown_shape_shows_its_raw_json() -> None:
+    # what decode_message makes of a 1.0 host's {"Role": ..., "Content": ...} entry
+    event = _event("chat_entry", data='{"Content":"hi","Role":"assistant"}')
+    shown = EventRenderer(PLAIN, structured=True, raw=False).render(event)
+    assert shown == 'entry│ {"Content":"hi","Role":"assistant"}'
+
+
 # --- status and tables -------------------------------------------------------------------
 
 
