@@ -197,7 +197,14 @@ def test_the_cli_works_with_a_1_0_host(gohost: FakeGoHost) -> None:
     assert history.stdout.splitlines()[:2] == ["› hi there", "echo: hi there"]
     attach = _cli(home, "attach", "g1", "--no-follow")
     assert attach.returncode == 0, attach.stderr
-    assert attach.stdout.splitlines()[:2] == ["· running", "· idle"]
+    # the 1.0 host's chat entries (Role/Content) are shown as their JSON, in order
+    lines = attach.stdout.splitlines()
+    assert [line for line in lines if line.startswith("·")][:2] == ["· running", "· idle"]
+    raw = [json.loads(line.removeprefix("entry│ ")) for line in lines if line.startswith("entry│")]
+    assert [(e["Role"], e["Content"]) for e in raw[:2]] == [
+        ("user", "hi there"),
+        ("assistant", "echo: hi there"),
+    ], lines
     as_json = _cli(home, "attach", "g1", "--no-follow", "--json")
     events = [StreamEvent.model_validate_json(line) for line in as_json.stdout.splitlines()]
     assert [e.offset for e in events] == list(range(1, 11))
