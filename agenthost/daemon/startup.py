@@ -167,7 +167,11 @@ async def scan_once(sup: Supervisor) -> None:
         if agent is not None and agent.running:
             _check_socket(sup, agent)
             continue
+        if _ours(sup, agent_id):
+            continue
         found = await probe(home, agent_id, sup.probe_timeout)
+        if _ours(sup, agent_id):
+            continue  # a spawn began, or a lifecycle started, while the probe waited
         if found.kind is ProbeKind.LIVE:
             assert found.status is not None
             if check_versions(found.status).compatible:
@@ -183,6 +187,14 @@ async def scan_once(sup: Supervisor) -> None:
                 log.info("host.woken", agent_id=agent_id)
         elif found.kind is ProbeKind.STALE and remove_stale(home, agent_id):
             log.info("host.stale_removed", agent_id=agent_id)
+
+
+def _ours(sup: Supervisor, agent_id: str) -> bool:
+    """Whether the daemon itself deals with the agent's host: a ``daemon.spawn`` for it
+    is under way (its host answers before the spawn returns and starts the follower;
+    adopting it then made a second follower), or its lifecycle runs."""
+    agent = sup.agents.get(agent_id)
+    return agent_id in sup.spawning or (agent is not None and agent.running)
 
 
 def _mark_incompatible(sup: Supervisor, agent_id: str, found: HostProbe) -> None:

@@ -111,9 +111,20 @@ class Supervisor:
 
     # --- lifecycles ---------------------------------------------------------------------
 
-    def start(self, agent: Agent, mode: Mode, status: StatusResponse | None = None) -> None:
-        """Run the agent's lifecycle task (follow its host, or restart it first)."""
+    def start(self, agent: Agent, mode: Mode, status: StatusResponse | None = None) -> bool:
+        """Run the agent's lifecycle task (follow its host, or restart it first).
+
+        One lifecycle, so one follower, per agent, always: if the agent already has a
+        running one, nothing is started and False is returned. (A second follower of
+        the same host published every event twice, and the merged stream said ``gap``
+        with ``after == before``; the running lifecycle follows whatever host holds the
+        agent's name, so it is never wrong to keep it.)
+        """
+        if agent.running:
+            log.warning("lifecycle.already_running", agent_id=agent.record.agent_id, mode=mode)
+            return False
         agent.task = self._spawn_task(self._lifecycle(agent, mode, status))
+        return True
 
     def _spawn_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
