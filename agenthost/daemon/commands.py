@@ -1,5 +1,4 @@
-"""The daemon's requests that act on agents: spawn, stop, forget, and the backfill of
-a watcher whose position is older than the daemon's buffer.
+"""The daemon's requests that act on agents: spawn, stop, forget.
 
 Functions of the :class:`~agenthost.daemon.supervisor.Supervisor` (as
 :mod:`agenthost.daemon.startup` is), so that module keeps to the agents' lifecycles.
@@ -10,13 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from pathlib import Path
 
 import structlog
 
 from agenthost.agents import AdapterOptions, make_adapter
-from agenthost.client import AsyncClient
-from agenthost.daemon.fanout import Backfill
 from agenthost.daemon.files import purge_journal
 from agenthost.daemon.protocol import (
     ENDED_STATUSES,
@@ -185,34 +181,3 @@ async def forget(sup: Supervisor, request: ForgetRequest) -> ForgetResponse:
     sup.hub.forget(agent_id)
     forgotten = sup.registry.forget(agent_id)
     return ForgetResponse(agent_id=agent_id, forgotten=forgotten, purged=purged)
-
-
-async def backfill(
-    home: Path, agent_id: str, epoch: str, after: int, upto: int, *, timeout: float
-) -> Backfill:
-    """Read the events ``after`` < offset <= ``upto`` from the agent's host, for a
-    watcher whose position is older than the daemon's buffer. Empty if the host is
-    gone, on another epoch, or does not answer in time."""
-    frames: list[tuple[int, bytes]] = []
-    client = AsyncClient(
-        agent_id,
-        home=home,
-        connect_timeout=timeout,
-        request_timeout=timeout,
-        check_version=False,
-    )
-    try:
-        async with client:
-            sub = await client.attach(after)
-            if sub.response.epoch != epoch:
-                return Backfill(upto + 1, [])
-            while not frames or frames[-1][0] < upto:
-                event = await client.recv_event(timeout)
-                if event.offset > upto:
-                    break
-                frame = event.model_dump_json(exclude_none=True).encode() + b"\n"
-                frames.append((event.offset, frame))
-    except AgentHostError as exc:
-        log.info("backfill.failed", agent_id=agent_id, error=str(exc))
-        return Backfill(upto + 1, [])
-    return Backfill(frames[0][0] if frames else upto + 1, frames)

@@ -24,12 +24,22 @@ event falls between them. Notices are not buffered: they go to every watcher at 
 
 A watcher may ask for events older than a buffer holds (after a daemon restart, the
 buffers start at the recorded positions, which trail what the old daemon delivered).
-Those are *backfilled*: the daemon reads them from the host (its ring, or its journal)
-before it answers (:meth:`Hub.backfill_needs`), and they are sent ahead of the buffer.
+Those are *backfilled* (:mod:`agenthost.daemon.backfill` does the reading): the daemon
+first learns how far back the host (or its journal) still goes (:class:`Held`), answers,
+and registers the watcher at once with its cursor behind the buffer, the agent marked
+*filling*. Live events of that agent are not sent to it (they stay in the buffer, as for
+a lagging watcher); slices read from the host are handed to :meth:`Hub.fill`, each only
+when the watcher's transport accepts more (:meth:`Hub.fill_ready`), and
+:meth:`Hub.fill_range` says what to read next: whatever lies between the cursor and the
+buffer's oldest offset *now*, however much the buffer evicted meanwhile. Once the cursor
+reaches the buffer, in the same synchronous step, the agent is served from the buffer
+as usual. So the stitch is exact whatever the agent printed during the backfill, and
+the daemon holds one slice at a time, never the whole range.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -60,6 +70,9 @@ class WatchState:
     agents: frozenset[str] | None
     cursors: dict[str, int] = field(default_factory=dict)
     lagging: bool = True
+    filling: set[str] = field(default_factory=set)
+    """Agents whose cursor is older than their buffer: served by a backfill, not from
+    the buffer, until the cursor reaches it."""
 
     def wants(self, agent_id: str) -> bool:
         return self.agents is None or agent_id in self.agents
@@ -80,13 +93,12 @@ class Watcher(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Backfill:
-    """Events read from a host for one watcher: ``frames`` are ``(offset, bytes)``
-    pairs, contiguous from ``first_offset`` (later than asked when the host no longer
-    had the first ones)."""
+class Held:
+    """How far back a host (or its journal) still holds one agent's stream ``epoch``:
+    ``first_offset`` is the oldest offset it can serve."""
 
+    epoch: str
     first_offset: int
-    frames: list[tuple[int, bytes]]
 
 
 @dataclass(slots=True)
@@ -134,8 +146,8 @@ class Hub:
         oldest = ring.oldest_offset
         for watcher in list(self.watchers):
             state = watcher.watch
-            if state is None or not state.wants(agent_id):
-                continue
+            if state is None or not state.wants(agent_id) or agent_id in state.filling:
+                continue  # (a backfill reaches the buffer later, whatever it evicted)
             cursor = state.cursors.setdefault(agent_id, offset)
             if state.lagging:
                 if cursor < oldest:
@@ -169,7 +181,7 @@ class Hub:
             if state is None or agent_id not in state.cursors:
                 continue
             behind = old is not None and state.cursors[agent_id] < old.ring.next_offset
-            if behind:  # it still needed events of the buffer being replaced
+            if behind or agent_id in state.filling:  # it still needed events of the old one
                 self._drop(watcher, f"a new stream of {agent_id} replaced what it missed")
             else:
                 state.cursors[agent_id] = first_offset
@@ -179,8 +191,8 @@ class Hub:
 
     def backfill_needs(self, request: WatchRequest) -> dict[str, tuple[str, int, int]]:
         """Agents whose watcher position is older than the buffer: agent id ->
-        ``(epoch, after, upto)``, the offsets to read from the host (``after`` < o <=
-        ``upto``)."""
+        ``(epoch, after, upto)``, the offsets the buffer lacks now (``after`` < o <=
+        ``upto``; the buffer may evict more before the backfill is done)."""
         needs = {}
         for agent_id, feed in self.feeds.items():
             cursor = request.since.get(agent_id)
@@ -197,14 +209,15 @@ class Hub:
         watcher: Watcher,
         request: WatchRequest,
         request_id: str | int | None,
-        backfill: dict[str, Backfill] | None = None,
-    ) -> None:
-        """Answer ``daemon.watch``, register the watcher and start its replay, in one step
-        (``backfill``: what was read from hosts for positions older than the buffers)."""
+        held: dict[str, Held] | None = None,
+    ) -> list[str]:
+        """Answer ``daemon.watch``, register the watcher and start its replay, in one step.
+
+        ``held``: how far back the hosts still go, for positions older than the buffers.
+        Return the agents to backfill (their events come through :meth:`fill`)."""
         wanted = frozenset(request.agents) if request.agents is not None else None
         state = WatchState(wanted)
         starts: dict[str, WatchStart] = {}
-        early: list[bytes] = []
         for agent_id, feed in sorted(self.feeds.items()):
             if not state.wants(agent_id):
                 continue
@@ -216,14 +229,14 @@ class Hub:
                 after = cursor.offset
             else:
                 after = 0  # a stream new to this watcher: from the oldest kept
-            start = max(after + 1, ring.oldest_offset)
-            first = start
-            fill = (backfill or {}).get(agent_id)
-            if fill is not None and fill.frames and fill.frames[-1][0] + 1 >= ring.oldest_offset:
-                # the host had what the buffer lacks, up to where the buffer starts
-                early.extend(frame for offset, frame in fill.frames if offset < start)
-                first = min(start, fill.first_offset)
-            state.cursors[agent_id] = start
+            first = max(after + 1, ring.oldest_offset)
+            hold = (held or {}).get(agent_id)
+            if hold is not None and hold.epoch == feed.epoch:
+                begin = max(after + 1, hold.first_offset)
+                if begin < first:  # the host has some of what the buffer lacks
+                    first = begin
+                    state.filling.add(agent_id)
+            state.cursors[agent_id] = first
             starts[agent_id] = WatchStart(
                 epoch=feed.epoch,
                 stream_offset=ring.last_offset,
@@ -233,10 +246,59 @@ class Hub:
             )
         watcher.watch = state
         watcher.send(encode_response("daemon.watch", request_id, WatchResponse(agents=starts)))
-        if early:
-            watcher.send(b"".join(early))
         self.watchers.add(watcher)
         self.pump(watcher)
+        return sorted(state.filling)
+
+    def fill_ready(self, watcher: Watcher) -> bool:
+        """Whether a backfill may send the watcher its next slice now. When not, the
+        watcher counts as lagging, so that its transport's drain pumps it (and wakes
+        the backfill)."""
+        state = watcher.watch
+        if state is None:
+            return False
+        if watcher.paused() or watcher.queued() > self.max_queue:
+            state.lagging = True
+            return False
+        return True
+
+    def fill_range(self, watcher: Watcher, agent_id: str) -> tuple[int, int] | None:
+        """The offsets a backfill must read next for ``agent_id``: ``(first, last)``,
+        from the watcher's cursor to just before the buffer's oldest offset as it is
+        now. None when there is nothing more to backfill: then the watcher is served
+        from the buffer, starting in this very step (or it is gone)."""
+        state = watcher.watch
+        if state is None or agent_id not in state.filling:
+            return None
+        feed = self.feeds.get(agent_id)
+        cursor = state.cursors.get(agent_id)
+        if feed is not None and cursor is not None and cursor < feed.ring.oldest_offset:
+            return cursor, feed.ring.oldest_offset - 1
+        state.filling.discard(agent_id)  # reached the buffer (or the agent was forgotten)
+        self.pump(watcher)
+        return None
+
+    def fill(self, watcher: Watcher, agent_id: str, first: int, frames: Sequence[bytes]) -> None:
+        """Backfilled events of ``agent_id``: ``frames`` are contiguous from offset
+        ``first``. What the watcher already has and what the buffer holds are skipped;
+        if the events at the watcher's cursor are missing (the host no longer has
+        them, or could not be read), exactly once is impossible: it is dropped."""
+        state = watcher.watch
+        if state is None or agent_id not in state.filling:
+            return
+        feed = self.feeds.get(agent_id)
+        cursor = state.cursors[agent_id]
+        if feed is None:
+            return  # forgotten: fill_range ends the backfill
+        if first > cursor or first + len(frames) <= cursor:  # nothing at the cursor
+            self._drop(
+                watcher, f"the host no longer has the events of {agent_id} after {cursor - 1}"
+            )
+            return
+        end = min(first + len(frames), feed.ring.oldest_offset)  # the buffer has the rest
+        if end > cursor:
+            watcher.send(b"".join(frames[cursor - first : end - first]))
+            state.cursors[agent_id] = end
 
     def pump(self, watcher: Watcher) -> None:
         """Serve a lagging watcher from the buffers until it has caught up or its
@@ -248,6 +310,8 @@ class Hub:
         while True:
             progressed = False
             for agent_id, cursor in list(state.cursors.items()):
+                if agent_id in state.filling:
+                    continue  # its backfill serves it until it reaches the buffer
                 feed = self.feeds.get(agent_id)
                 if feed is None:
                     del state.cursors[agent_id]

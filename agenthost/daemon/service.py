@@ -26,7 +26,8 @@ from pydantic import BaseModel
 from agenthost._version import __version__
 from agenthost.daemon import commands
 from agenthost.daemon.aio import cancel_all
-from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Hub
+from agenthost.daemon.backfill import Backfills, open_source
+from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Held, Hub
 from agenthost.daemon.files import daemon_lock_path, daemon_socket_path, registry_path
 from agenthost.daemon.protocol import (
     DAEMON_PROTOCOL_VERSION,
@@ -84,6 +85,7 @@ class Daemon:
         check_socket_path(self.socket_path)
         self.lock = HostLock(daemon_lock_path(config.home))
         self.hub = Hub(config.watch_buffer, config.watch_buffer_bytes, config.watch_queue)
+        self.backfills = Backfills(self.hub)
         self.spawner = Spawner(config.home, scope=config.host_scope, log_level=config.log_level)
         self.started_at = time.time()
         self._started_mono = time.monotonic()
@@ -169,6 +171,7 @@ class Daemon:
                 await self.supervisor.close()
         if self.server is not None:
             await self.server.close()
+        await self.backfills.close()
         self.spawner.close()
         if self.registry is not None:
             self.registry.close()
@@ -225,7 +228,7 @@ class Daemon:
             return self._later(mtype, request, commands.forget(sup, payload))
         if mtype is DaemonMessageType.WATCH:
             assert isinstance(payload, WatchRequest)
-            self.hub.unwatch(conn)
+            self.unwatch(conn)
             needs = self.hub.backfill_needs(payload)
             if needs:
                 return self._watch_backfilled(conn, payload, request, needs)
@@ -238,10 +241,13 @@ class Daemon:
     def unwatch(self, conn: DaemonConnection) -> None:
         """A connection stopped watching (asked to, or went away)."""
         self.hub.unwatch(conn)
+        self.backfills.cancel(conn)
 
     def resume(self, conn: DaemonConnection) -> None:
-        """A lagging watcher's transport drained: serve it from the buffers."""
+        """A lagging watcher's transport drained: serve it from the buffers, and let its
+        backfills read on."""
         self.hub.pump(conn)
+        self.backfills.drained(conn)
 
     async def _watch_backfilled(
         self,
@@ -250,15 +256,23 @@ class Daemon:
         request: Request,
         needs: dict[str, tuple[str, int, int]],
     ) -> bytes:
-        sup = self.supervisor
-        assert sup is not None
+        """Answer a watch whose positions are older than the buffers. Only how far back
+        each host (or journal) goes is asked before the answer; the events follow in
+        slices, each agent on its own (see :mod:`agenthost.daemon.backfill`)."""
         agents = sorted(needs)
         timeout = self.config.probe_timeout * 5
-        fills = await asyncio.gather(
-            *(commands.backfill(self.home, a, *needs[a], timeout=timeout) for a in agents)
+        found = await asyncio.gather(
+            *(open_source(self.home, a, needs[a][0], needs[a][1], timeout=timeout) for a in agents)
         )
-        if not conn.closed:
-            self.hub.watch(conn, payload, request.id, dict(zip(agents, fills, strict=True)))
+        if conn.closed:
+            return b""
+        held: dict[str, Held] = {}
+        sources = {}
+        for agent_id, source in zip(agents, found, strict=True):
+            if source is not None:
+                held[agent_id], sources[agent_id] = source
+        filling = self.hub.watch(conn, payload, request.id, held)
+        self.backfills.start(conn, {a: sources[a] for a in filling})
         return b""  # the response went out with the replay
 
     async def _later(self, mtype: DaemonMessageType, request: Request, work: Any) -> bytes:

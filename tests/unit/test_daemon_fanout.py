@@ -1,12 +1,16 @@
-"""agenthost.daemon.fanout: the merged stream's buffers, lagging and dropped watchers.
-Pure: the watchers are in-memory stand-ins with a settable queue size."""
+"""agenthost.daemon.fanout: the merged stream's buffers, lagging and dropped watchers,
+and the backfills of agenthost.daemon.backfill stitched to them. In memory: the watchers
+are stand-ins with a settable queue size, the hosts a source of numbered frames."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
-from agenthost.daemon.fanout import Backfill, Hub, WatchState
+from agenthost.daemon.backfill import Backfills
+from agenthost.daemon.fanout import Held, Hub, WatchState
 from agenthost.daemon.protocol import WatchCursor, WatchRequest
 
 
@@ -158,28 +162,181 @@ def test_gaps_and_new_epochs() -> None:
     assert watcher.dropped is None
 
 
-def test_backfill_fills_what_the_buffer_lacks() -> None:
+class FakeHost:
+    """A host's side of one agent's stream for a backfill: it holds ``first``..``last``
+    and serves slices of ``size`` events. ``during_read`` runs at every read, while the
+    slice is "on its way" (the agent printing meanwhile, say); ``gate``, when set, holds
+    every read until it is opened."""
+
+    def __init__(self, agent_id: str, first: int, last: int, size: int = 7) -> None:
+        self.agent_id = agent_id
+        self.first = first
+        self.last = last
+        self.size = size
+        self.reads: list[tuple[int, int]] = []
+        self.during_read: Callable[[], None] | None = None
+        self.gate: asyncio.Event | None = None
+
+    async def read(self, first: int, last: int) -> tuple[int, list[bytes]]:
+        self.reads.append((first, last))
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.during_read is not None:
+            self.during_read()
+        start = max(first, self.first)
+        stop = min(last, self.last, start + self.size - 1)
+        return start, [frame(self.agent_id, o) for o in range(start, stop + 1)]
+
+
+def restarted(hub: Hub, agent_id: str, recorded: int, last: int) -> None:
+    """A restarted daemon's buffer: it starts after the recorded offset."""
+    hub.attached(agent_id, "e", recorded)
+    feed(hub, agent_id, recorded + 1, last)
+
+
+def since(**offsets: int) -> WatchRequest:
+    return WatchRequest(since={a: WatchCursor(epoch="e", offset=o) for a, o in offsets.items()})
+
+
+async def settle(backfills: Backfills, watcher: FakeWatcher) -> None:
+    """Wait until every backfill of ``watcher`` has ended."""
+    tasks = backfills.tasks(watcher)
+    if tasks:
+        await asyncio.wait_for(asyncio.gather(*tasks), 5)
+
+
+def test_backfill_stitches_to_the_buffer_whatever_it_evicted_meanwhile() -> None:
+    # the buffer keeps 10 events; the agent prints 25 while each slice is read, so by
+    # the time a slice arrives the buffer has moved far past where the backfill began
+    async def run() -> FakeWatcher:
+        hub = Hub(buffer_events=10)
+        restarted(hub, "a", 40, 45)
+        request = since(a=30)
+        assert hub.backfill_needs(request) == {"a": ("e", 30, 40)}
+        host = FakeHost("a", 1, 10_000)
+        printed = iter(range(46, 10_000))
+
+        def agent_prints() -> None:
+            if len(host.reads) <= 4:
+                for _ in range(25):
+                    offset = next(printed)
+                    hub.publish("a", offset, frame("a", offset))
+
+        host.during_read = agent_prints
+        watcher = FakeWatcher()
+        assert hub.watch(watcher, request, "w", {"a": Held("e", 1)}) == ["a"]
+        start = watcher.response()["agents"]["a"]
+        assert start["from_offset"] == 30 and start["truncated"] is False
+        assert watcher.offsets() == []  # live events wait for the backfill
+        backfills = Backfills(hub)
+        backfills.start(watcher, {"a": host})
+        await settle(backfills, watcher)
+        assert watcher.watch is not None and not watcher.watch.filling
+        feed(hub, "a", 146, 147)  # live again
+        return watcher
+
+    watcher = asyncio.run(run())
+    assert watcher.offsets() == list(range(31, 148))  # each offset once, in order
+    assert watcher.dropped is None
+
+
+def test_the_response_says_what_the_host_no_longer_has() -> None:
     hub = Hub()
-    hub.attached("a", "e", 40)  # a restarted daemon: its buffer starts after 40
-    feed(hub, "a", 41, 45)
-    request = WatchRequest(since={"a": WatchCursor(epoch="e", offset=30)})
-    assert hub.backfill_needs(request) == {"a": ("e", 30, 40)}
-    assert hub.backfill_needs(WatchRequest(since={"a": WatchCursor(epoch="x", offset=30)})) == {}
-    fill = Backfill(31, [(o, frame("a", o)) for o in range(31, 41)])
-    watcher = FakeWatcher()
-    hub.watch(watcher, request, "w", {"a": fill})
-    start = watcher.response()["agents"]["a"]
-    assert start["from_offset"] == 30 and start["truncated"] is False
-    assert watcher.offsets() == list(range(31, 46))
-    # the host no longer had all of them either: said so
+    restarted(hub, "a", 40, 45)
     partial = FakeWatcher()
-    hub.watch(
-        partial, request, "w", {"a": Backfill(35, [(o, frame("a", o)) for o in range(35, 41)])}
-    )
-    assert partial.response()["agents"]["a"]["truncated"] is True
-    assert partial.offsets() == list(range(35, 46))
-    # nothing could be read: the buffer only, truncated
-    empty = FakeWatcher()
-    hub.watch(empty, request, "w", {"a": Backfill(41, [])})
-    assert empty.response()["agents"]["a"]["truncated"] is True
-    assert empty.offsets() == list(range(41, 46))
+    assert hub.watch(partial, since(a=30), "w", {"a": Held("e", 35)}) == ["a"]
+    start = partial.response()["agents"]["a"]
+    assert start["from_offset"] == 34 and start["truncated"] is True
+    assert partial.watch is not None and partial.watch.cursors["a"] == 35
+    for held in (None, {"a": Held("other", 1)}, {"a": Held("e", 41)}):
+        # nothing from the host (gone, another stream, nothing older): the buffer only
+        watcher = FakeWatcher()
+        assert hub.watch(watcher, since(a=30), "w", held) == []
+        start = watcher.response()["agents"]["a"]
+        assert start["from_offset"] == 40 and start["truncated"] is True
+        assert watcher.offsets() == [41, 42, 43, 44, 45]
+
+
+def test_a_host_that_lost_what_it_promised_drops_the_watcher() -> None:
+    hub = Hub()
+    restarted(hub, "a", 40, 45)
+    watcher = FakeWatcher()
+    hub.watch(watcher, since(a=30), "w", {"a": Held("e", 1)})
+    assert hub.fill_range(watcher, "a") == (31, 40)
+    hub.fill(watcher, "a", 31, [frame("a", o) for o in range(31, 36)])
+    assert hub.fill_range(watcher, "a") == (36, 40)
+    hub.fill(watcher, "a", 38, [frame("a", 38)])  # 36 and 37 were pruned meanwhile
+    assert watcher.dropped is not None and "no longer has" in watcher.dropped
+    assert watcher.offsets() == [31, 32, 33, 34, 35] and watcher not in hub.watchers
+
+
+def test_backfills_of_several_agents_go_independently() -> None:
+    async def run() -> None:
+        hub = Hub()
+        restarted(hub, "a", 40, 42)
+        restarted(hub, "b", 20, 22)
+        slow, quick = FakeHost("a", 1, 100), FakeHost("b", 1, 100)
+        slow.gate = asyncio.Event()  # a host that does not answer yet
+        watcher = FakeWatcher()
+        filling = hub.watch(watcher, since(a=0, b=0), "w", {"a": Held("e", 1), "b": Held("e", 1)})
+        assert filling == ["a", "b"]
+        backfills = Backfills(hub)
+        backfills.start(watcher, {"a": slow, "b": quick})
+        b_task = next(t for t in backfills.tasks(watcher) if t.get_name() == "backfill b")
+        await asyncio.wait_for(b_task, 5)
+        feed(hub, "b", 23, 24)
+        assert watcher.offsets("b") == list(range(1, 25))  # b is live; a still waits
+        assert watcher.offsets("a") == [] and slow.reads == [(1, 40)]
+        feed(hub, "a", 43, 43)
+        slow.gate.set()
+        await settle(backfills, watcher)
+        assert watcher.offsets("a") == list(range(1, 44))
+
+    asyncio.run(run())
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    """Let the loop run until ``predicate`` holds (a condition wait with a deadline)."""
+    deadline = asyncio.get_running_loop().time() + 5
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0)  # one turn of the loop: the polling step, not a clock
+
+
+def test_back_pressure_and_a_watcher_gone_mid_backfill() -> None:
+    async def run() -> None:
+        hub = Hub(max_queue=1000)
+        restarted(hub, "a", 1000, 1001)
+        host = FakeHost("a", 1, 2000, size=100)
+        watcher = FakeWatcher()
+        hub.watch(watcher, since(a=0), "w", {"a": Held("e", 1)})
+        backfills = Backfills(hub)
+
+        def stall() -> None:  # its transport fills up during the second slice
+            if len(host.reads) == 2:
+                watcher.is_paused = True
+                watcher.backlog = 5000
+
+        host.during_read = stall
+        backfills.start(watcher, {"a": host})
+        (task,) = backfills.tasks(watcher)
+        # fill_ready said no: the watcher lags (so that its drain resumes it) ...
+        await until(lambda: watcher.watch is not None and watcher.watch.lagging, "a stall")
+        # ... and the backfill waits for that drain: no slice read meanwhile
+        assert len(host.reads) == 2 and not task.done()
+        assert watcher.offsets() == list(range(1, 201))
+        watcher.is_paused, watcher.backlog = False, 0
+        host.during_read = None
+        host.gate = asyncio.Event()  # the next read hangs ...
+        hub.pump(watcher)
+        backfills.drained(watcher)  # what the daemon does when the transport drains
+        await until(lambda: len(host.reads) == 3, "the next slice")
+        hub.unwatch(watcher)  # ... and the watcher goes away meanwhile
+        backfills.cancel(watcher)
+        await asyncio.wait([task], timeout=5)
+        assert task.cancelled() and backfills.tasks(watcher) == []
+        host.gate.set()
+        assert watcher.offsets() == list(range(1, 201))  # nothing after it left
+
+    asyncio.run(run())
