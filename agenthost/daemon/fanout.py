@@ -153,6 +153,10 @@ class Hub:
                 if cursor < oldest:
                     self._drop(watcher, f"fell behind the buffer of {agent_id}")
                 continue
+            if offset < cursor:
+                # it has this one: its position is ahead of the daemon's (a restarted
+                # daemon's buffer starts at the recorded position, which trails)
+                continue
             # invariant: a watcher that does not lag has had everything before this
             state.cursors[agent_id] = offset + 1
             watcher.send(frame)
@@ -183,6 +187,8 @@ class Hub:
             behind = old is not None and state.cursors[agent_id] < old.ring.next_offset
             if behind or agent_id in state.filling:  # it still needed events of the old one
                 self._drop(watcher, f"a new stream of {agent_id} replaced what it missed")
+            elif old is not None and old.epoch == epoch:  # the same stream goes on
+                state.cursors[agent_id] = max(state.cursors[agent_id], first_offset)
             else:
                 state.cursors[agent_id] = first_offset
         return feed

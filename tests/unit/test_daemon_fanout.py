@@ -162,6 +162,22 @@ def test_gaps_and_new_epochs() -> None:
     assert watcher.dropped is None
 
 
+def test_a_watcher_ahead_of_a_restarted_daemon_gets_no_duplicate() -> None:
+    hub = Hub()
+    hub.attached("a", "e", 40)  # a restarted daemon: the recorded position trails
+    watcher = FakeWatcher()
+    start = watch(hub, watcher, since={"a": WatchCursor(epoch="e", offset=50)})["agents"]["a"]
+    assert start["from_offset"] == 50 and start["truncated"] is False
+    feed(hub, "a", 41, 55)  # the follower catches up: 41..50 again, then new ones
+    assert watcher.offsets() == [51, 52, 53, 54, 55]
+    lagging = FakeWatcher(backlog=10**9)  # the same through the buffer
+    watch(hub, lagging, since={"a": WatchCursor(epoch="e", offset=53)})
+    feed(hub, "a", 56, 57)
+    lagging.backlog = 0
+    hub.pump(lagging)
+    assert lagging.offsets() == [54, 55, 56, 57]
+
+
 class FakeHost:
     """A host's side of one agent's stream for a backfill: it holds ``first``..``last``
     and serves slices of ``size`` events. ``during_read`` runs at every read, while the
