@@ -90,6 +90,11 @@ async def probe(home: Path, agent_id: str, timeout: float) -> HostProbe:
     pid = lock_pid(lock)
     if not sock.exists():
         return HostProbe(agent_id, ProbeKind.SOCKETLESS, host_pid=pid)
+    if is_stopped(pid, agent_id):
+        # it cannot answer before it is continued: waiting the timeout for it held up
+        # the daemon's start, so every other agent's watchers, by that much
+        error = f"the host (pid {pid}) is stopped (SIGSTOP)"
+        return HostProbe(agent_id, ProbeKind.UNREACHABLE, host_pid=pid, error=error)
     try:
         status = await probe_host_async(agent_id, socket_path=sock, timeout=timeout)
     except AgentHostError as exc:
@@ -170,6 +175,19 @@ def wake(home: Path, agent_id: str) -> int:
     except (ProcessLookupError, PermissionError):
         return 0
     return pid
+
+
+def is_stopped(pid: int, agent_id: str) -> bool:
+    """Whether ``pid`` is ``agent_id``'s host and is stopped (SIGSTOP, SIGTSTP, a
+    debugger): it answers nothing until it is continued."""
+    if not pid:
+        return False
+    try:
+        state = psutil.Process(pid).status()
+    except psutil.Error:
+        return False
+    stopped = state in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    return stopped and is_host_process(pid, agent_id)
 
 
 def is_host_process(pid: int, agent_id: str) -> bool:

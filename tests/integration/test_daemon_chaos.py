@@ -248,3 +248,37 @@ def test_deleted_socket_is_recreated_through_sigusr1(world: DaemonWorld) -> None
     assert sock.exists() and world.host_pids()["s1"] == host_pid
     before = world.agents()["s1"]["last_offset"]
     wait_for(lambda: world.agents()["s1"]["last_offset"] > before, what="followed again")
+
+
+def test_a_stopped_host_does_not_hold_up_the_restart(world: DaemonWorld) -> None:
+    # a probe timeout far longer than the test: a restart that waited for the stopped
+    # host's probe would not be ready in time
+    args = ("--scan-interval", "0", "--flush-interval", "0.1", "--probe-timeout", "30")
+    daemon = world.start_daemon(*args)
+    ids = ["p0", "p1", "p2"]
+    spawn_all(world, ids, flood_command("--count", "0", "--rate", "50"), ring_size=20_000)
+    first = StreamCollector(world)
+    first.wait(lambda c: all(c.count(a) >= 10 for a in ids), what="agents working")
+    stopped = world.host_pids()["p0"]
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        daemon.signal(signal.SIGKILL)
+        daemon.wait_exit()
+        first.drain()
+        since = {a: {"epoch": first.epoch(a), "offset": first.offsets(a)[-1]} for a in ids[1:]}
+
+        world.start_daemon(*args, timeout=15)
+        report = world.ping()["reconcile"]
+        assert report["unreachable"] == ["p0"] and sorted(report["reattached"]) == ids[1:]
+        second = StreamCollector(world, {"since": since})
+        second.wait(lambda c: all(c.count(a) >= 10 for a in ids[1:]), what="the others flowing")
+        assert psutil.Process(stopped).status() == psutil.STATUS_STOPPED  # still
+        for agent_id in ids[1:]:
+            merged = first.offsets(agent_id) + second.offsets(agent_id)
+            assert contiguous(merged), f"{agent_id}: gap or duplicate"
+        assert world.agents()["p0"]["status"] == "unreachable"
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+    second.wait(lambda c: c.count("p0") > 0, what="the stopped host followed once continued")
+    wait_for(lambda: world.agents()["p0"]["status"] == "running", what="p0 running again")
+    second.close()

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +22,7 @@ from agenthost.daemon.discovery import (
     ProbeKind,
     check_versions,
     end_from_log,
+    is_stopped,
     package_older,
     probe,
     remove_stale,
@@ -28,6 +33,8 @@ from agenthost.daemon.reconcile import Step, candidates, plan
 from agenthost.daemon.registry import AgentRecord
 from agenthost.lockfile import HostLock
 from agenthost.protocol import PROTOCOL_VERSION, AgentInfo, HostInfo, StatusResponse
+
+from hosttools import wait_for
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -145,6 +152,45 @@ async def test_probe_and_stale_cleanup(hosts: Path) -> None:
             assert found.kind is ProbeKind.UNREACHABLE and found.error
     finally:
         held.release()
+
+
+# holds the lock of agent "a" as a host would, named like one (`agenthost serve a`)
+FAKE_HOST = """
+import os, sys
+from agenthost.lockfile import HostLock
+lock = HostLock(sys.argv[1]); lock.acquire(); lock.write_info({"pid": os.getpid()})
+print("ok", flush=True); sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def fake_host(hosts: Path) -> Iterator[subprocess.Popen[bytes]]:
+    lock = hosts / "hosts" / "a.lock"
+    argv = [sys.executable, "-c", FAKE_HOST, str(lock), "agenthost", "serve", "a"]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+            yield proc
+        finally:
+            proc.kill()
+    assert not is_stopped(proc.pid, "a") and not is_stopped(0, "a")  # gone; no pid
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_host_is_unreachable_without_waiting(
+    hosts: Path, fake_host: subprocess.Popen[bytes]
+) -> None:
+    pid = fake_host.pid
+    with listen(hosts / "hosts" / "a.sock"):  # the socket accepts, nobody answers
+        assert not is_stopped(pid, "a")
+        os.kill(pid, signal.SIGSTOP)
+        wait_for(lambda: is_stopped(pid, "a"), what="the signal delivered")
+        assert not is_stopped(pid, "b")  # somebody else's host, or a reused pid
+        started = time.monotonic()
+        found = await probe(hosts, "a", 30.0)
+        assert time.monotonic() - started < 10  # not the probe's 30 s
+        assert found.kind is ProbeKind.UNREACHABLE and found.host_pid == pid
+        assert found.error is not None and "stopped" in found.error
 
 
 def test_a_listening_socket_without_lock_is_never_removed(hosts: Path) -> None:
