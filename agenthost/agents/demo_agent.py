@@ -102,23 +102,28 @@ class Demo:
         self.counter += 1
         return f"{prefix}_demo_{self.counter:04d}"
 
-    def assistant(self, content: list[dict[str, Any]]) -> None:
+    def assistant(self, content: list[dict[str, Any]], model: str = MODEL, **extra: Any) -> None:
+        message: dict[str, Any] = {
+            "id": self.next_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+        }
+        if model == MODEL:  # a synthetic message (an API error) has no usage
+            message.update(
+                stop_reason=None,
+                stop_sequence=None,
+                usage={"input_tokens": 10, "output_tokens": 5},
+            )
         self.emit(
             {
                 "type": "assistant",
-                "message": {
-                    "id": self.next_id("msg"),
-                    "type": "message",
-                    "role": "assistant",
-                    "model": MODEL,
-                    "content": content,
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 10, "output_tokens": 5},
-                },
+                "message": message,
                 "parent_tool_use_id": None,
                 "session_id": self.session_id,
                 "uuid": str(uuid.uuid4()),
+                **extra,
             }
         )
 
@@ -329,24 +334,13 @@ class Demo:
         # what Claude Code prints when the model API fails: a synthetic assistant
         # message, then an error result (whose subtype is "success", as in the CLI)
         text = "API Error: 500 demo failure"
-        self.emit(
-            {
-                "type": "assistant",
-                "message": {
-                    "id": self.next_id("msg"),
-                    "type": "message",
-                    "role": "assistant",
-                    "model": "<synthetic>",
-                    "content": [{"type": "text", "text": text}],
-                },
-                "parent_tool_use_id": None,
-                "session_id": self.session_id,
-                "uuid": str(uuid.uuid4()),
-                "error": "server_error",
-                "is_api_error_message": True,
-                "api_error_status": 500,
-                "api_error_type": "api_error",
-            }
+        self.assistant(
+            [{"type": "text", "text": text}],
+            model="<synthetic>",
+            error="server_error",
+            is_api_error_message=True,
+            api_error_status=500,
+            api_error_type="api_error",
         )
         self.result(
             text,
