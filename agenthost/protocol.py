@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring
 from typing import Annotated, Any, Final, Literal, TypeVar
 
@@ -276,6 +277,38 @@ def encode_response(
     return _dumps(obj)
 
 
+def encode_response_pieces(
+    request_type: str,
+    request_id: str | int | None,
+    payload: BaseModel,
+    field: str,
+    items: Iterable[BaseModel],
+    piece_bytes: int,
+) -> Iterator[bytes]:
+    """The frame ``encode_response`` gives for ``payload`` with its list ``field`` set to
+    ``items``, as pieces of about ``piece_bytes`` (at least one item each).
+
+    For answers too big to hold at once: ``items`` is consumed, and each item dumped,
+    only as the pieces are asked for. ``payload`` carries ``field`` as an empty list.
+    """
+    frame = encode_response(request_type, request_id, payload)
+    # The key of a field is found once: inside a JSON string a quote is always escaped.
+    head, tail = frame.split(_dumps_compact(field) + b":[]", 1)
+    piece = [head, _dumps_compact(field), b":["]
+    size = 0
+    comma = b""
+    for item in items:
+        data = _dumps_compact(item.model_dump(mode="json", exclude_none=True))
+        piece += (comma, data)
+        comma = b","
+        size += len(data)
+        if size >= piece_bytes:
+            yield b"".join(piece)
+            piece, size = [], 0
+    piece += (b"]", tail)
+    yield b"".join(piece)
+
+
 def encode_error(
     request_type: str,
     request_id: str | int | None,
@@ -525,6 +558,10 @@ def _dumps(obj: dict[str, Any]) -> bytes:
     return _utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
 
 
+def _dumps_compact(value: Any) -> bytes:
+    return _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -600,6 +637,7 @@ __all__ = [
     "encode_error",
     "encode_request",
     "encode_response",
+    "encode_response_pieces",
     "is_version_supported",
     "parse_version",
     "response_error_code",

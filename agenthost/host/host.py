@@ -43,7 +43,7 @@ from agenthost.agents.base import (
 )
 from agenthost.errors import AgentNotRunning, Busy, ConfigError, InvalidPayload, UnknownRequest
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
-from agenthost.host.server import Connection, HostServer, Reply
+from agenthost.host.server import Connection, HostServer, Pieces, Reply
 from agenthost.host.stream import AgentStream
 from agenthost.journal import JournalConfig, JournalWriter
 from agenthost.linesplit import LineSplitter
@@ -65,9 +65,7 @@ from agenthost.protocol import (
     AgentInfo,
     AgentState,
     AttachRequest,
-    HistoryEntry,
     HistoryRequest,
-    HistoryResponse,
     HostInfo,
     InterruptResponse,
     ListResponse,
@@ -450,7 +448,7 @@ class Host:
         if mtype is MessageType.HISTORY:
             assert isinstance(payload, HistoryRequest)
             if payload.before is None and payload.after is None:
-                return encode_response(mtype, request.id, self.stream.history_page(payload.limit))
+                return self.stream.history_page(request.id, payload.limit)
             return self._history_from_journal(payload, request)
         if mtype is MessageType.SEND:
             assert isinstance(payload, SendRequest)
@@ -547,7 +545,7 @@ class Host:
                 self._send_keys.popitem(last=False)
         return SendResponse(offset=offset)
 
-    async def _history_from_journal(self, page: HistoryRequest, request: Request) -> bytes:
+    async def _history_from_journal(self, page: HistoryRequest, request: Request) -> Pieces:
         reader = self.stream.journal_reader
         limit = page.limit or 100
         if reader is None:  # no journal: page through what the memory holds
@@ -565,14 +563,7 @@ class Host:
                 None,
                 lambda: reader.chat_entries(before=page.before, after=page.after, limit=limit),
             )
-        response = HistoryResponse(
-            agent_id=self.agent_id,
-            entries=[HistoryEntry.model_validate(e) for e in entries],
-            offset=self.stream.ring.last_offset,
-            total=len(entries),
-            has_more=more,
-        )
-        return encode_response(MessageType.HISTORY, request.id, response)
+        return self.stream.history_pieces(request.id, entries, total=len(entries), has_more=more)
 
     def _require_running(self) -> None:
         if not self.process.running or self.stream.state in FINAL_STATES:

@@ -15,8 +15,13 @@ queue: the transport's write buffer, bounded by ``max_queue`` bytes.
   (connection aborted) and may reattach from its last offset, with ``truncated``
   telling it what is gone. The agent and the other clients never wait for a slow one.
 
-Past the transport's high-water mark we also stop reading a connection's requests,
-so a client that sends without reading its answers cannot make us buffer them.
+Requests are served in order, one at a time, and only while the connection's writes
+are not paused (the transport is below its high-water mark): frames read meanwhile
+wait in the inbox, and while any wait we stop reading that client. A big answer
+(``host.history``) is written in pieces, each produced when the transport has drained;
+a replay writes a slice only when the transport is below the mark. So a client that
+sends without reading its answers costs at most its queue, one read of requests and one
+piece: pipelining cannot multiply it.
 
 Registration and replay snapshot happen in one synchronous step on the event loop, so
 nothing can be produced in between (attach guarantee 2).
@@ -31,7 +36,7 @@ import os
 import socket
 import stat
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
@@ -58,16 +63,21 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("agenthost.server")
 
-PUMP_SLICE: Final = 256  # events per write when catching a client up from the ring
+PUMP_SLICE: Final = 256  # events per write when catching a client up from the ring ...
+PUMP_BYTES: Final = 256 << 10  # ... and about this many bytes at most (one event at least)
 JOURNAL_READ: Final = 256 << 10  # bytes per journal read when catching a client up
 DEFAULT_MAX_QUEUE: Final = 16 << 20  # bytes queued per client before it lags
 HIGH_WATER: Final = 1 << 20  # transport pauses (and we stop reading requests) above this
 CLOSE_TIMEOUT: Final = 2.0
 HANGUP_POLL: Final = 1.0  # seconds between checks that a half-closed client is still there
 
-Reply = bytes | None | Awaitable[bytes]
+Pieces = Iterator[bytes]
+"""A response frame produced in pieces, written as the transport drains (big answers)."""
+
+Reply = bytes | None | Pieces | Awaitable[bytes | Pieces]
 """What a handler returns: a response frame, None if it already wrote its response,
-or an awaitable of the response frame (served in order on that connection)."""
+the pieces of a response frame, or an awaitable of either (served in order on that
+connection)."""
 
 
 class RequestHandler(Protocol):
@@ -92,8 +102,12 @@ class Connection(asyncio.Protocol):
         self.write_paused = False  # the transport is above its high-water mark
         self.lagging = False  # behind: served from the ring, not from live batches
         self.closed = False
-        self._inbox: deque[bytes | FrameTooLarge] = deque()
-        self._busy = False
+        self._inbox: deque[bytes | FrameTooLarge] = deque()  # read, not yet served
+        self._busy = False  # a request's answer is awaited
+        self._pieces: Pieces | None = None  # a response being written in pieces
+        self._pieces_request: Request | None = None
+        self._pieces_sent = False
+        self._reading = True
         self._eof = False
         self._generation = 0  # counts attaches and detaches
         self._catching_up = False  # a journal catch-up task owns the stream
@@ -117,13 +131,10 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        for frame in self.decoder.feed(data):
-            if self._busy:
-                self._inbox.append(frame)
-            else:
-                self._process(frame)
-            if self.closed:
-                return
+        frames = self.decoder.feed(data)
+        if frames:
+            self._inbox.extend(frames)
+            self._advance()
 
     def eof_received(self) -> bool:
         # The client will send nothing more. If it only shut down its write side, it
@@ -149,7 +160,9 @@ class Connection(asyncio.Protocol):
         asyncio.get_running_loop().call_later(HANGUP_POLL, self._watch_hangup)
 
     def _close_if_done(self) -> None:
-        if self._eof and not (self._busy or self._inbox or self.attached or self.closed):
+        if self._eof and not (
+            self._busy or self._inbox or self._pieces or self.attached or self.closed
+        ):
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -157,21 +170,32 @@ class Connection(asyncio.Protocol):
         self.attached = False
         self.server.forget(self)
         self._inbox.clear()
+        self._pieces = None
+        self._drained.set()  # a catch-up waiting for the drain sees the close
 
     def pause_writing(self) -> None:
         self.write_paused = True
         # A client that does not read its responses must not make us buffer without
         # bound: stop reading its requests until it catches up.
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._pause_reading()
 
     def resume_writing(self) -> None:
         self.write_paused = False
         self._drained.set()
-        if self.transport is not None and not self.closed:
-            self.transport.resume_reading()
-            if self.lagging:
-                self.pump()
+        # In order: the rest of the answer being written, the requests that waited
+        # (answers never wait behind a replay), then the replay.
+        self._advance()
+        if self.lagging and self._writable():
+            self.pump()
+
+    def _pause_reading(self) -> None:
+        if self._reading and self.transport is not None and not self.closed:
+            self._reading = False
+            self.transport.pause_reading()
+
+    def _writable(self) -> bool:
+        """Whether a frame may be written now: not paused, no answer half written."""
+        return not (self.write_paused or self.closed or self._pieces is not None)
 
     # --- requests ---------------------------------------------------------------------
 
@@ -179,6 +203,29 @@ class Connection(asyncio.Protocol):
         """Write a frame (response or event bytes) to the client."""
         if self.transport is not None and not self.closed:
             self.transport.write(frame)
+
+    def _advance(self) -> None:
+        """Serve what waits, in order, as far as the connection may write.
+
+        A request is served only when no earlier answer is pending or half written and
+        the transport is below its high-water mark; frames that must wait stay in the
+        inbox, and while any do, the client is not read (so the inbox holds at most one
+        read of frames).
+        """
+        if self._pieces is not None:
+            self._write_pieces()
+        inbox = self._inbox
+        while inbox and not (self._busy or self.write_paused or self.closed) and not self._pieces:
+            self._process(inbox.popleft())
+        if self.closed:
+            inbox.clear()
+            return
+        if inbox:
+            self._pause_reading()
+        elif not (self._reading or self.write_paused) and self.transport is not None:
+            self._reading = True
+            self.transport.resume_reading()
+        self._close_if_done()
 
     def _process(self, frame: bytes | FrameTooLarge) -> None:
         if isinstance(frame, FrameTooLarge):
@@ -205,14 +252,21 @@ class Connection(asyncio.Protocol):
         if isinstance(reply, bytes):
             self.send(reply)
             return
+        if isinstance(reply, Iterator):
+            self._start_pieces(reply, request)
+            return
         self._busy = True
         self._task = asyncio.get_running_loop().create_task(self._finish(reply, request))
         self.server.tasks.add(self._task)
         self._task.add_done_callback(self.server.tasks.discard)
 
-    async def _finish(self, reply: Awaitable[bytes], request: Request) -> None:
+    async def _finish(self, reply: Awaitable[bytes | Pieces], request: Request) -> None:
         try:
-            self.send(await reply)
+            answer = await reply
+            if isinstance(answer, bytes):
+                self.send(answer)
+            else:
+                self._start_pieces(answer, request)
         except AgentHostError as exc:
             self.send(encode_error(request.type, request.id, exc.code, exc.message))
         except asyncio.CancelledError:
@@ -221,9 +275,44 @@ class Connection(asyncio.Protocol):
             log.exception("request.failed", type=request.type)
             self.send(encode_error(request.type, request.id, ErrorCode.INTERNAL, repr(exc)))
         self._busy = False
-        while self._inbox and not self._busy and not self.closed:
-            self._process(self._inbox.popleft())
-        self._close_if_done()
+        self._advance()
+
+    def _start_pieces(self, pieces: Pieces, request: Request) -> None:
+        self._pieces = pieces
+        self._pieces_request = request
+        self._pieces_sent = False
+        if self.attached:
+            # No event may land inside the answer's line: the stream waits (as for a
+            # slow client, in the ring or the journal) and is pumped afterwards.
+            self.lagging = True
+        self._write_pieces()
+
+    def _write_pieces(self) -> None:
+        """Write the pieces of the answer in progress while the transport takes them."""
+        pieces = self._pieces
+        request = self._pieces_request
+        assert pieces is not None and request is not None
+        while not (self.write_paused or self.closed):
+            try:
+                piece = next(pieces)
+            except StopIteration:
+                break
+            except Exception as exc:  # a bug must not take the host down
+                log.exception("request.failed", type=request.type)
+                self._pieces = self._pieces_request = None
+                if self._pieces_sent:  # half a line is out: the connection is lost
+                    self._abort()
+                else:
+                    self.send(encode_error(request.type, request.id, ErrorCode.INTERNAL, repr(exc)))
+                return
+            self._pieces_sent = True
+            self.send(piece)
+        else:
+            return  # paused (or closed): resume_writing goes on
+        self._pieces = self._pieces_request = None
+        self._drained.set()  # a journal catch-up may write again
+        if self.attached:
+            self.pump()
 
     # --- streaming --------------------------------------------------------------------
 
@@ -262,14 +351,20 @@ class Connection(asyncio.Protocol):
                 else:
                     self.drop()
                 return
+            if not self._writable():
+                return  # resume_writing (or the end of an answer) goes on
             items = ring.slice(self.next_offset, PUMP_SLICE)
             if not items:
                 self.lagging = False  # caught up: live batches from now on
                 return
+            size = 0
+            for n, item in enumerate(items, 1):  # events can be MiBs: bound the write
+                size += len(item)
+                if size >= PUMP_BYTES:
+                    del items[n:]
+                    break
             self.send(b"".join(items))
             self.next_offset += len(items)
-            if self.write_paused:
-                return
 
     def _start_catch_up(self) -> None:
         self._catching_up = True
@@ -303,11 +398,13 @@ class Connection(asyncio.Protocol):
                 if not records:  # pruned meanwhile: the client reattaches, sees truncated
                     self.drop()
                     return
-                self.send(b"".join(records))
-                self.next_offset += len(records)
-                if self.write_paused:
+                while not self._writable() and current():  # write nothing into a full queue
                     self._drained.clear()
                     await self._drained.wait()
+                if not current():
+                    return
+                self.send(b"".join(records))
+                self.next_offset += len(records)
         except AgentHostError as exc:  # a damaged journal: this client cannot be served
             log.error("journal.read_failed", error=str(exc))
             if current():
@@ -325,6 +422,9 @@ class Connection(asyncio.Protocol):
             oldest_offset=self.server.ring.oldest_offset,
         )
         self.server.dropped += 1
+        self._abort()
+
+    def _abort(self) -> None:
         self.detach()
         self.closed = True
         if self.transport is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
@@ -42,7 +42,9 @@ from agenthost.protocol import (
     EventType,
     HistoryEntry,
     HistoryResponse,
+    MessageType,
     PermissionRequest,
+    encode_response_pieces,
 )
 from agenthost.ringbuffer import RingBuffer
 from agenthost.timefmt import now_rfc3339
@@ -51,6 +53,9 @@ log = structlog.get_logger("agenthost.stream")
 
 Broadcast = Callable[[int, bytes, int], None]
 """``broadcast(first_offset, batch_bytes, count)``: hand a batch to every client."""
+
+HISTORY_PIECE: Final = 256 << 10
+"""Bytes of history entries encoded per piece of a ``host.history`` answer."""
 
 Writer = Callable[[bytes], None]
 """``write(data)``: queue bytes for the agent's stdin (must not raise)."""
@@ -289,14 +294,37 @@ class AgentStream:
         )
         return response, start
 
-    def history_page(self, limit: int) -> HistoryResponse:
-        """The newest ``limit`` history entries (all kept when 0), oldest first."""
+    def history_page(self, request_id: str | int | None, limit: int) -> Iterator[bytes]:
+        """The ``host.history`` answer with the newest ``limit`` entries (all kept when
+        0), oldest first, as frame pieces (see :func:`history_pieces`)."""
         kept = self.history.newest(limit) if limit else self.history.slice(0)
-        return HistoryResponse(
+        return self.history_pieces(request_id, kept, total=len(self.history))
+
+    def history_pieces(
+        self,
+        request_id: str | int | None,
+        entries: list[dict[str, Any]],
+        *,
+        total: int,
+        has_more: bool | None = None,
+    ) -> Iterator[bytes]:
+        """A ``host.history`` answer as pieces of about ``HISTORY_PIECE`` bytes.
+
+        The history may hold 16 MiB: built at once, with a model per entry, one answer
+        cost several times that, and a client pipelining such requests multiplied it.
+        ``entries`` is a snapshot (a list of references, no copies); each entry is
+        validated and encoded only when the connection can take its piece.
+        """
+        head = HistoryResponse(
             agent_id=self.agent_id,
-            entries=[HistoryEntry.model_validate(e) for e in kept],
+            entries=[],
             offset=self.ring.last_offset,
-            total=len(self.history),
+            total=total,
+            has_more=has_more,
+        )
+        models = (HistoryEntry.model_validate(e) for e in entries)
+        return encode_response_pieces(
+            MessageType.HISTORY, request_id, head, "entries", models, HISTORY_PIECE
         )
 
     def pending_requests(self) -> list[PermissionRequest]:
