@@ -73,6 +73,10 @@ class WatchState:
     filling: set[str] = field(default_factory=set)
     """Agents whose cursor is older than their buffer: served by a backfill, not from
     the buffer, until the cursor reaches it."""
+    awaited: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Positions (epoch, last offset) the watcher gave for agents the daemon had not
+    attached yet (a host unreachable at start, or not reattached yet): kept until
+    their stream appears, so it starts after them rather than over them."""
 
     def wants(self, agent_id: str) -> bool:
         return self.agents is None or agent_id in self.agents
@@ -182,7 +186,12 @@ class Hub:
         self.feeds[agent_id] = feed
         for watcher in list(self.watchers):
             state = watcher.watch
-            if state is None or agent_id not in state.cursors:
+            if state is None:
+                continue
+            if agent_id in state.awaited:
+                self._resume_awaited(watcher, state, agent_id, feed)
+                continue
+            if agent_id not in state.cursors:
                 continue
             behind = old is not None and state.cursors[agent_id] < old.ring.next_offset
             if behind or agent_id in state.filling:  # it still needed events of the old one
@@ -192,6 +201,22 @@ class Hub:
             else:
                 state.cursors[agent_id] = first_offset
         return feed
+
+    def _resume_awaited(
+        self, watcher: Watcher, state: WatchState, agent_id: str, feed: Feed
+    ) -> None:
+        """The stream of an agent the watcher had a position in appeared: continue
+        after that position; if the stream starts later (the daemon did not get what
+        came between), say so with a ``gap`` notice, as for any events the daemon
+        never got."""
+        epoch, last = state.awaited.pop(agent_id)
+        first = feed.ring.next_offset
+        if epoch != feed.epoch:  # another stream: all of it is new to the watcher
+            state.cursors[agent_id] = first
+            return
+        if last + 1 < first:
+            watcher.send(encode_notice(NoticeType.GAP, agent_id, after=last, before=first))
+        state.cursors[agent_id] = max(last + 1, first)
 
     # --- the watchers' side -------------------------------------------------------------
 
@@ -250,6 +275,10 @@ class Hub:
                 from_offset=first - 1,
                 truncated=first > after + 1,
             )
+        if not request.live_only:
+            for agent_id, position in request.since.items():
+                if agent_id not in self.feeds and state.wants(agent_id):
+                    state.awaited[agent_id] = (position.epoch, position.offset)
         watcher.watch = state
         watcher.send(encode_response("daemon.watch", request_id, WatchResponse(agents=starts)))
         self.watchers.add(watcher)

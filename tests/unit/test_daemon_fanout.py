@@ -178,6 +178,30 @@ def test_a_watcher_ahead_of_a_restarted_daemon_gets_no_duplicate() -> None:
     assert lagging.offsets() == [54, 55, 56, 57]
 
 
+def test_a_position_for_an_agent_not_attached_yet_is_kept_until_it_is() -> None:
+    # a host unreachable when the restarted daemon answered the watch attaches later,
+    # from the daemon's recorded position (186), behind the watcher's (190)
+    hub = Hub()
+    watcher = FakeWatcher()
+    start = watch(hub, watcher, since={"a": WatchCursor(epoch="e", offset=190)})
+    assert start["agents"] == {}
+    feed(hub, "a", 187, 195)
+    assert watcher.offsets() == [191, 192, 193, 194, 195]
+    assert watcher.notices() == ["host_attached"]
+
+
+def test_an_awaited_stream_that_starts_later_says_gap() -> None:
+    hub = Hub()
+    watcher = FakeWatcher()
+    watch(hub, watcher, since={"a": WatchCursor(epoch="e", offset=10), "b": WatchCursor(epoch="x")})
+    feed(hub, "a", 21, 22)  # the daemon has nothing of 11..20
+    gap = [f for f in watcher.frames if f.get("type") == "gap"]
+    assert [(g["after"], g["before"]) for g in gap] == [(10, 21)]
+    assert watcher.offsets() == [21, 22]
+    feed(hub, "b", 1, 2, epoch="other")  # another epoch: the whole stream is new to it
+    assert watcher.offsets("b") == [1, 2] and watcher.dropped is None
+
+
 class FakeHost:
     """A host's side of one agent's stream for a backfill: it holds ``first``..``last``
     and serves slices of ``size`` events. ``during_read`` runs at every read, while the
