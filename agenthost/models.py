@@ -156,6 +156,9 @@ class AgentInfo(OpenModel):
     exit_code: int | None = None
     signal: str | None = None
     ended_at: Timestamp | None = None
+    stop_requested: bool | None = None
+    """True when the agent ended after a stop was requested (``host.stop``, SIGTERM to
+    the host), even when the stop had to kill it."""
     last_error: str | None = None
     session_id: str | None = None
     model: str | None = None

@@ -332,7 +332,13 @@ def restart_coming(record: DaemonAgent | None, end: AgentInfo, host_gone: bool) 
         return False
     exit_code = record.exit_code if end.exit_code is None else end.exit_code
     signal = end.signal or record.signal
-    failure = is_failure(Outcome.EXITED, exit_code=exit_code, state=end.state, signal=signal)
+    failure = is_failure(
+        Outcome.EXITED,
+        exit_code=exit_code,
+        state=end.state,
+        signal=signal,
+        stop_requested=end.stop_requested is True,
+    )
     ran_for = (end.ended_at - end.started_at).total_seconds() if end.ended_at else 0.0
     decision = decide(
         record.spec.restart, failure=failure, restarts=record.restarts, ran_for=ran_for

@@ -256,7 +256,8 @@ def package_older(theirs: str, ours: str) -> bool:
 
 def end_from_log(path: Path, limit: int = 256 << 10) -> dict[str, object] | None:
     """What a host's log says about its agent's end in its latest run: ``exit_code``
-    and ``signal`` of the last ``agent.exited`` line after the last ``host.started``."""
+    and ``signal`` (and ``stop_requested`` when true) of the last ``agent.exited`` line
+    after the last ``host.started``."""
     try:
         with open(path, "rb") as fh:
             fh.seek(max(0, fh.seek(0, os.SEEK_END) - limit))
@@ -274,5 +275,8 @@ def end_from_log(path: Path, limit: int = 256 << 10) -> dict[str, object] | None
         if event == "host.started":
             return None  # this run's end was not logged
         if event == "agent.exited":
-            return {"exit_code": obj.get("exit_code"), "signal": obj.get("signal")}
+            end = {"exit_code": obj.get("exit_code"), "signal": obj.get("signal")}
+            if obj.get("stop_requested") is True:
+                end["stop_requested"] = True
+            return end
     return None

@@ -40,18 +40,25 @@ CLEAN_SIGNALS = frozenset({"SIGHUP", "SIGINT", "SIGTERM", "SIGPIPE"})
 
 
 def is_failure(
-    outcome: Outcome, *, exit_code: int | None, state: str, signal: str | None = None
+    outcome: Outcome,
+    *,
+    exit_code: int | None,
+    state: str,
+    signal: str | None = None,
+    stop_requested: bool = False,
 ) -> bool:
     """Whether a run's end counts as a failure for ``on-failure``.
 
-    A stop through the daemon never does. A seen end does when the exit status is not
-    0 (a signal is reported as a negative code), except a death by one of
-    :data:`CLEAN_SIGNALS`, or, without a code, when the final state is ``error``. A
-    lost host does unless the agent was last seen ``done``: a host only vanishes on its
-    own after a stop or its linger time, so an unexplained disappearance of a running
-    agent is a crash (the host or its machine was killed).
+    A stop never does: through the daemon, or asked of the host directly
+    (``stop_requested``, which the host reports even when its stop had to SIGKILL). A
+    seen end does when the exit status is not 0 (a signal is reported as a negative
+    code), except a death by one of :data:`CLEAN_SIGNALS`, or, without a code, when
+    the final state is ``error``. A lost host does unless the agent was last seen
+    ``done``: a host only vanishes on its own after a stop or its linger time, so an
+    unexplained disappearance of a running agent is a crash (the host or its machine
+    was killed).
     """
-    if outcome is Outcome.STOPPED:
+    if outcome is Outcome.STOPPED or stop_requested:
         return False
     if signal in CLEAN_SIGNALS:
         return False

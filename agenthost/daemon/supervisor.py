@@ -58,6 +58,9 @@ class Agent:
         self.wakeup = asyncio.Event()  # ends a restart's backoff early (a stop)
         self.stop_requested = False
         self.exit_seen = False  # the agent's end was seen during this host run
+        self.host_stopped = False
+        """The host says a stop was asked of it directly (``agenthost stop``), so this
+        run's end is no failure, even when that stop had to SIGKILL the agent."""
         self.older = False
         self.reattached_from: int | None = None
         self.socketless_seen = 0
@@ -217,6 +220,7 @@ class Supervisor:
             record.next_restart_at = None
             record.state = ""
             record.exit_code = record.signal = record.ended_at = None
+            agent.host_stopped = False
             self.save(record)
             self.hub.notice(
                 NoticeType.AGENT_SPAWNED,
@@ -263,6 +267,7 @@ class Supervisor:
                 code, sig = seen.get("exit_code"), seen.get("signal")
                 record.exit_code = code if isinstance(code, int) else record.exit_code
                 record.signal = sig if isinstance(sig, str) else None
+                agent.host_stopped = agent.host_stopped or seen.get("stop_requested") is True
             reason = reason or "the host died without the daemon seeing the agent's end"
         elif outcome is Outcome.EXITED:
             reason = reason or "the agent exited"
@@ -281,7 +286,11 @@ class Supervisor:
             at=time.time(),
         )
         failure = is_failure(
-            outcome, exit_code=record.exit_code, state=record.state, signal=record.signal
+            outcome,
+            exit_code=record.exit_code,
+            state=record.state,
+            signal=record.signal,
+            stop_requested=agent.host_stopped,
         )
         ran_for = (record.ended_at or time.time()) - (record.host_started_at or time.time())
         decision = self._decide(record, failure=failure, ran_for=ran_for)
@@ -391,6 +400,7 @@ class Supervisor:
             sig = seen.get("signal")
             record.signal = sig if isinstance(sig, str) else None
             record.ended_at = time.time()
+            agent.host_stopped = seen.get("stop_requested") is True
         else:
             info = status.agent
             record.exit_code = info.exit_code
@@ -398,6 +408,7 @@ class Supervisor:
             record.ended_at = info.ended_at.timestamp() if info.ended_at else time.time()
             record.session_id = info.session_id or record.session_id
             record.last_error = info.last_error
+            agent.host_stopped = info.stop_requested is True
         self.save(record)
         self.hub.notice(
             NoticeType.AGENT_EXITED,
@@ -408,7 +419,11 @@ class Supervisor:
         )
         log.info("agent.exited", agent_id=agent_id, exit_code=record.exit_code)
         failure = is_failure(
-            Outcome.EXITED, exit_code=record.exit_code, state=record.state, signal=record.signal
+            Outcome.EXITED,
+            exit_code=record.exit_code,
+            state=record.state,
+            signal=record.signal,
+            stop_requested=agent.host_stopped,
         )
         ran_for = record.ended_at - (record.host_started_at or record.ended_at)
         decision = self._decide(record, failure=failure, ran_for=ran_for)

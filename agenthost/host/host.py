@@ -408,7 +408,16 @@ class Host:
         self.stream.info.update(exit_code=status.exit_code, ended_at=status.ended_at)
         if status.signal:
             self.stream.info["signal"] = status.signal
-        log.info("agent.exited", exit_code=status.exit_code, signal=status.signal)
+        if status.stop_requested:
+            # a stop someone asked for, whatever it took (a SIGKILL escalation too): a
+            # daemon's on-failure policy must not start the agent again
+            self.stream.info["stop_requested"] = True
+        log.info(
+            "agent.exited",
+            exit_code=status.exit_code,
+            signal=status.signal,
+            **({"stop_requested": True} if status.stop_requested else {}),
+        )
         # questions the agent asked die with it
         events: list[AdapterEvent] = [
             PermissionDecided(request_id, "cancelled", "the agent exited")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,26 @@ def test_on_failure_does_not_restart_a_cleanly_stopped_agent(home: Path) -> None
         )
         assert agent["status"] == "exited" and agent["restarts"] == 0
         assert agent["state"] == "done" and agent["signal"] == "SIGTERM"
+
+
+def test_on_failure_does_not_restart_a_stop_that_had_to_kill(home: Path) -> None:
+    # `agenthost stop` goes to the host, not the daemon; the agent ignores SIGTERM, so
+    # the stop ends with SIGKILL: an error, but one somebody asked for
+    with daemon_world(home) as world:
+        world.start_daemon("--scan-interval", "0")
+        policy = {"policy": "on-failure", "max_restarts": 3, "backoff": 0.05}
+        world.spawn("k1", [sys.executable, "-c", IGNORES_TERM], restart=policy)
+        wait_for(lambda: world.agents()["k1"]["state"] == "running", what="k1 running")
+        stopped = world.cli("stop", "k1", "--timeout", "0.5", "--json")
+        assert stopped.returncode == 0, stopped.stderr
+        result = json.loads(stopped.stdout)
+        assert result["final_state"] == "error" and result["graceful"] is False
+        agent = wait_for(
+            lambda: (a := world.agents()["k1"])["status"] not in ("running", "starting") and a,
+            what="k1 ended",
+        )
+        assert agent["status"] == "exited" and agent["restarts"] == 0, agent
+        assert agent["signal"] == "SIGKILL"
+        status = world.cli("status", "k1", "--json")
+        if status.returncode == 0:  # the host may linger: it says why the agent ended
+            assert json.loads(status.stdout)["agent"]["stop_requested"] is True

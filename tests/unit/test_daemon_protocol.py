@@ -182,6 +182,14 @@ def test_is_failure(
     assert is_failure(outcome, exit_code=exit_code, state=state, signal=signal) is failure
 
 
+def test_a_stop_asked_of_the_host_is_no_failure_even_when_it_killed() -> None:
+    # `agenthost stop` talks to the host; its SIGKILL escalation must not be restarted
+    kill = {"exit_code": -9, "state": "error", "signal": "SIGKILL"}
+    assert is_failure(Outcome.EXITED, **kill) is True
+    assert is_failure(Outcome.EXITED, **kill, stop_requested=True) is False
+    assert is_failure(Outcome.LOST, exit_code=None, state="running", stop_requested=True) is False
+
+
 def test_backoff_doubles_up_to_the_cap() -> None:
     policy = RestartPolicy(policy="on-failure", backoff=0.5, backoff_max=3.0)
     assert [backoff_delay(policy, n) for n in range(0, 6)] == [0.0, 0.5, 1.0, 2.0, 3.0, 3.0]
