@@ -216,7 +216,9 @@ def test_malformed_frame_from_host_is_a_protocol_error(
 ) -> None:
     from agenthost import NotConnected, ProtocolError
 
-    path = fake_host(lambda line: b'{"kind": "surprise"}\n')
+    # (a frame of an unknown kind is skipped, as the protocol says: this one has none
+    # of the fields of a response or an event)
+    path = fake_host(lambda line: b'{"kind": "response", "surprise": true}\n')
     client = Client(socket_path=path, check_version=False)
     try:
         client.connect()
