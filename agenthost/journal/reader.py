@@ -18,13 +18,18 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from agenthost.errors import AgentHostError
 from agenthost.journal.segments import list_segments, record_offset, scan_segment
 
 if TYPE_CHECKING:
     from agenthost.journal.writer import JournalWriter
+
+PAGE_BYTES: Final = 4 << 20
+"""How many bytes of journal records one page of history holds at most (one entry
+always fits, whatever its size)."""
+
 
 _CHAT = b'"type":"chat_entry"'
 
@@ -135,43 +140,58 @@ class JournalReader:
         after: int | None = None,
         limit: int = 100,
         max_segments: int | None = None,
+        max_bytes: int = PAGE_BYTES,
     ) -> tuple[list[dict[str, Any]], bool]:
         """A page of history entries (oldest first) and whether there are more.
 
         ``after``: the oldest ``limit`` entries after that offset. ``before``: the
         newest ``limit`` entries before it. Neither: the newest ``limit``.
-        ``max_segments`` bounds how far back a ``before`` page looks.
+        ``max_segments`` bounds how far back a ``before`` page looks. A page also ends
+        once its entries' records pass ``max_bytes`` (at least one entry always comes):
+        a client may ask for any ``limit``, and the page is built in memory.
         """
         if after is not None:
             page: list[dict[str, Any]] = []
+            size = 0
             for record in self.iter_records(after + 1):
                 entry = _chat_entry(record)
                 if entry is not None and (before is None or entry["offset"] < before):
+                    if len(page) == limit or (page and size + len(record) > max_bytes):
+                        return page, True
                     page.append(entry)
-                    if len(page) > limit:
-                        return page[:limit], True
+                    size += len(record)
             return page, False
-        newest: list[dict[str, Any]] = []
+        segments: list[list[dict[str, Any]]] = []  # newest segment first
+        count = size = 0
         looked = 0
+        more = False
         for first, path in reversed(list_segments(self.directory)):
             if before is not None and first >= before:
                 continue
             if max_segments is not None and looked >= max_segments:
-                return newest, True
+                more = True
+                break
             looked += 1
+            found: list[tuple[dict[str, Any], int]] = []
             try:
-                found = [
-                    entry
-                    for record in self._records(path, first, first)
-                    if (entry := _chat_entry(record)) is not None
-                    and (before is None or entry["offset"] < before)
-                ]
+                for record in self._records(path, first, first):
+                    entry = _chat_entry(record)
+                    if entry is not None and (before is None or entry["offset"] < before):
+                        found.append((entry, len(record)))
             except FileNotFoundError:
                 break  # pruned: nothing older is left either
-            newest = found + newest
-            if len(newest) > limit:
-                return newest[-limit:], True
-        return newest, False
+            kept: list[dict[str, Any]] = []
+            for entry, length in reversed(found):  # newest first, until the page is full
+                if count == limit or (count and size + length > max_bytes):
+                    more = True
+                    break
+                kept.append(entry)
+                count += 1
+                size += length
+            segments.append(kept[::-1])
+            if more:
+                break
+        return [entry for kept in reversed(segments) for entry in kept], more
 
 
 def _chat_entry(record: bytes) -> dict[str, Any] | None:

@@ -234,6 +234,36 @@ def test_chat_pages(jdir: Path) -> None:
     writer.close()
 
 
+def test_chat_pages_end_at_the_byte_budget(jdir: Path) -> None:
+    # a client may ask for any limit; the page is bounded by bytes all the same
+    writer, _, _ = open_writer(jdir, segment_bytes=4096)
+    big = "x" * 1000
+    for offset in range(1, 41):
+        writer.append(chat(offset, f"{offset}:{big}"), offset, 1)
+    reader = JournalReader(jdir, writer)
+    size = len(chat(40, f"40:{big}"))  # the largest record here (the others are a few bytes less)
+
+    first, more = reader.chat_entries(after=0, limit=10**9, max_bytes=5 * size)
+    assert [e["offset"] for e in first] == [1, 2, 3, 4, 5] and more
+    nxt, more = reader.chat_entries(after=5, limit=10**9, max_bytes=5 * size)
+    assert [e["offset"] for e in nxt] == [6, 7, 8, 9, 10] and more
+
+    newest, more = reader.chat_entries(limit=10**9, max_bytes=7 * size)
+    assert [e["offset"] for e in newest] == list(range(34, 41)) and more
+    older, more = reader.chat_entries(before=34, limit=10**9, max_bytes=7 * size)
+    assert [e["offset"] for e in older] == list(range(27, 34)) and more
+
+    # one entry always comes, even when it alone is over the budget
+    one, more = reader.chat_entries(after=0, limit=10, max_bytes=1)
+    assert [e["offset"] for e in one] == [1] and more
+    last, more = reader.chat_entries(before=41, limit=10, max_bytes=1)
+    assert [e["offset"] for e in last] == [40] and more
+    # and a budget that holds everything ends the page with the journal
+    everything, more = reader.chat_entries(after=0, limit=10**9, max_bytes=10**9)
+    assert len(everything) == 40 and not more
+    writer.close()
+
+
 def test_segment_names_sort_like_offsets() -> None:
     names = [segment_name(o) for o in (1, 9, 10, 123456789, 10**15)]
     assert names == sorted(names)
