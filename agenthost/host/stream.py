@@ -110,7 +110,10 @@ class AgentStream:
             self.ring.clear()  # serve from the journal rather than from a wrong ring
             self.ring.restart_at(recovery.next_offset)
         entries, _ = reader.chat_entries(
-            before=recovery.next_offset, limit=self.history.max_entries, max_segments=2
+            before=recovery.next_offset,
+            limit=self.history.max_entries,
+            max_segments=2,
+            max_bytes=self.history.max_bytes,  # what the memory keeps, not a page's 4 MiB
         )
         for entry in entries:
             self.history.append(entry, len(entry.get("content") or "") + 200)
