@@ -29,6 +29,7 @@ import structlog
 from agenthost.client import AsyncClient
 from agenthost.daemon.aio import cancel_all
 from agenthost.daemon.fanout import Held, Hub, Watcher, WatchState
+from agenthost.daemon.follower import host_client
 from agenthost.errors import AgentHostError
 from agenthost.journal import JournalReader
 from agenthost.journal.writer import META, _read_meta
@@ -60,13 +61,7 @@ class HostSource:
     timeout: float
 
     def _client(self) -> AsyncClient:
-        return AsyncClient(
-            self.agent_id,
-            home=self.home,
-            connect_timeout=self.timeout,
-            request_timeout=self.timeout,
-            check_version=False,
-        )
+        return host_client(self.home, self.agent_id, self.timeout)
 
     async def held(self, after: int) -> Held | None:
         """How far back the host goes in this epoch (None: gone, or another epoch)."""

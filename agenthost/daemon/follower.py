@@ -149,10 +149,16 @@ class Follower:
             await client.close()
 
     def _client(self) -> AsyncClient:
-        return AsyncClient(
-            self.agent_id,
-            home=self.home,
-            connect_timeout=self.timeout,
-            request_timeout=self.timeout,
-            check_version=False,
-        )
+        return host_client(self.home, self.agent_id, self.timeout)
+
+
+def host_client(home: Path, agent_id: str, timeout: float) -> AsyncClient:
+    """A client of an agent's host as the daemon uses one: ``timeout`` for the connect
+    and every request, and no version check (the daemon follows hosts of any 1.x)."""
+    return AsyncClient(
+        agent_id,
+        home=home,
+        connect_timeout=timeout,
+        request_timeout=timeout,
+        check_version=False,
+    )
