@@ -32,7 +32,6 @@ from agenthost.daemon.fanout import Held, Hub, Watcher, WatchState
 from agenthost.daemon.follower import host_client
 from agenthost.errors import AgentHostError
 from agenthost.journal import JournalReader
-from agenthost.journal.writer import META, _read_meta
 from agenthost.paths import journal_dir
 
 log = structlog.get_logger("agenthost.daemon.backfill")
@@ -130,8 +129,7 @@ async def open_source(
     journal when it holds that epoch, else its host. None when neither can."""
     host = HostSource(home, agent_id, epoch, timeout)
     reader = JournalReader(journal_dir(home, agent_id))
-    meta = await asyncio.to_thread(_read_meta, reader.directory / META)
-    if meta is not None and meta["epoch"] == epoch:
+    if await asyncio.to_thread(reader.epoch) == epoch:
         oldest = await asyncio.to_thread(reader.oldest_offset)
         if oldest is not None:
             return Held(epoch, oldest), JournalSource(reader, host)

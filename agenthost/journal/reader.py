@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from agenthost.errors import AgentHostError
-from agenthost.journal.segments import list_segments, record_offset, scan_segment
+from agenthost.journal.segments import list_segments, read_meta, record_offset, scan_segment
 
 if TYPE_CHECKING:
     from agenthost.journal.writer import JournalWriter
@@ -49,6 +49,11 @@ class JournalReader:
 
     def exists(self) -> bool:
         return bool(list_segments(self.directory))
+
+    def epoch(self) -> str | None:
+        """The epoch the journal's stream belongs to (from its ``meta.json``), or None."""
+        meta = read_meta(self.directory)
+        return meta["epoch"] if meta is not None else None
 
     def oldest_offset(self) -> int | None:
         """The offset of the oldest record kept, or None if the journal is empty."""

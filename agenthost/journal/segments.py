@@ -22,9 +22,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 SUFFIX: Final = ".jsonl"
+META: Final = "meta.json"
+"""The journal's own facts (its epoch, ...), beside the segments."""
 _NAME_RE: Final = re.compile(r"^(\d{20})\.jsonl$")
 # our encoder writes "offset" right after "agent_id": a cheap, exact way to read it
 _OFFSET_RE: Final = re.compile(rb'"offset":(\d{1,19}),"timestamp":"')
@@ -142,3 +144,15 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def read_meta(directory: Path) -> dict[str, Any] | None:
+    """A journal directory's ``meta.json``, or None when it is missing, unreadable or
+    has no string ``epoch``."""
+    try:
+        meta = json.loads((directory / META).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("epoch"), str):
+        return None
+    return meta

@@ -32,14 +32,16 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import structlog
 
 from agenthost.errors import AgentHostError
 from agenthost.journal.segments import (
     INDEX_EVERY,
+    META,
     list_segments,
+    read_meta,
     repair_tail,
     scan_segment,
     segment_name,
@@ -48,7 +50,6 @@ from agenthost.journal.segments import (
 
 log = structlog.get_logger("agenthost.journal")
 
-META: Final = "meta.json"
 FORMAT: Final = 1
 PRUNE_EVERY: Final = 60.0  # seconds between retention passes (and after each roll)
 
@@ -119,7 +120,7 @@ class JournalWriter:
     def open(self) -> Recovery:
         """Create or recover the journal; return the epoch and the next offset."""
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        meta = _read_meta(self.directory / META)
+        meta = read_meta(self.directory)
         segments = list_segments(self.directory)
         recovery = Recovery(epoch="", next_offset=1, new_epoch=meta is None)
         if segments:
@@ -340,16 +341,6 @@ class JournalWriter:
 
 def _open_append(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-
-
-def _read_meta(path: Path) -> dict[str, Any] | None:
-    try:
-        meta = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("epoch"), str):
-        return None
-    return meta
 
 
 def _fsync_path(path: Path) -> None:
