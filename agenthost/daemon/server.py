@@ -122,6 +122,10 @@ class DaemonConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.unwatch()
+        # and whatever the dispatcher still runs for it: a watcher the hub dropped has
+        # no watch any more, but may have a backfill waiting for a drain that will
+        # never come
+        self.server.dispatcher.unwatch(self)
         self.server.forget(self)
         self._inbox.clear()
 
