@@ -129,10 +129,13 @@ async def open_source(
     journal when it holds that epoch, else its host. None when neither can."""
     host = HostSource(home, agent_id, epoch, timeout)
     reader = JournalReader(journal_dir(home, agent_id))
-    if await asyncio.to_thread(reader.epoch) == epoch:
-        oldest = await asyncio.to_thread(reader.oldest_offset)
-        if oldest is not None:
-            return Held(epoch, oldest), JournalSource(reader, host)
+    try:
+        if await asyncio.to_thread(reader.epoch) == epoch:
+            oldest = await asyncio.to_thread(reader.oldest_offset)
+            if oldest is not None:
+                return Held(epoch, oldest), JournalSource(reader, host)
+    except OSError as exc:  # EACCES, EIO...: the host may still serve it
+        log.warning("backfill.journal_failed", agent_id=agent_id, error=str(exc))
     held = await host.held(after)
     return (held, host) if held is not None else None
 

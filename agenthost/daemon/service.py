@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from pydantic import BaseModel
@@ -53,6 +53,10 @@ from agenthost.sdnotify import sd_notify
 from agenthost.timefmt import go_duration
 
 log = structlog.get_logger("agenthost.daemon")
+
+WATCH_SOURCE_ROUNDS: Final = 4
+"""How often a backfilled watch asks again for agents whose position fell out of their
+buffer while it waited for the first sources (after that: ``truncated``, honestly)."""
 
 
 @dataclass(frozen=True)
@@ -259,18 +263,27 @@ class Daemon:
         """Answer a watch whose positions are older than the buffers. Only how far back
         each host (or journal) goes is asked before the answer; the events follow in
         slices, each agent on its own (see :mod:`agenthost.daemon.backfill`)."""
-        agents = sorted(needs)
         timeout = self.config.probe_timeout * 5
-        found = await asyncio.gather(
-            *(open_source(self.home, a, needs[a][0], needs[a][1], timeout=timeout) for a in agents)
-        )
-        if conn.closed:
-            return b""
         held: dict[str, Held] = {}
         sources = {}
-        for agent_id, source in zip(agents, found, strict=True):
-            if source is not None:
-                held[agent_id], sources[agent_id] = source
+        asked: set[str] = set()
+        for _ in range(WATCH_SOURCE_ROUNDS):
+            # While we wait for the sources, other agents' buffers evict on: a position
+            # that was inside its buffer may have fallen out of it. Ask again for those
+            # (the last check and the registration run in one step, with no await).
+            agents = sorted(set(needs) - asked)
+            if not agents:
+                break
+            asked.update(agents)
+            found = await asyncio.gather(
+                *(open_source(self.home, a, *needs[a][:2], timeout=timeout) for a in agents)
+            )
+            if conn.closed:
+                return b""
+            for agent_id, source in zip(agents, found, strict=True):
+                if source is not None:
+                    held[agent_id], sources[agent_id] = source
+            needs = self.hub.backfill_needs(payload)
         filling = self.hub.watch(conn, payload, request.id, held)
         self.backfills.start(conn, {a: sources[a] for a in filling})
         return b""  # the response went out with the replay

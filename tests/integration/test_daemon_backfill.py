@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import time
@@ -168,3 +169,37 @@ def test_a_watch_over_a_large_journal_is_answered_at_once_in_bounded_memory(
     }
     print(json.dumps(report))  # the figures docs/daemon.md quotes (pytest -s shows them)
     assert peak < 64 * 1024, f"the daemon grew by {peak} KiB while backfilling"
+
+
+def test_a_position_that_falls_out_of_its_buffer_while_another_backfill_opens_is_exact(
+    world: DaemonWorld,
+) -> None:
+    # A's position needs a backfill, and its source is slow to open (its journal gone,
+    # its host stopped: the daemon waits for the host up to 5 x the probe timeout).
+    # Meanwhile B floods, and B's position, inside B's buffer when the watch came,
+    # falls out of it: B must still be served exactly from there, not `truncated`.
+    world.start_daemon("--scan-interval", "0", "--watch-buffer", "500", "--probe-timeout", "0.4")
+    world.spawn("a", flood_command("--count", "800", "--rate", "0"))
+    world.spawn("b", flood_command("--rate", "1000"))
+    wait_for(lambda: world.agents()["a"]["last_offset"] >= 801, what="a printed its lines")
+    wait_for(lambda: world.agents()["b"]["last_offset"] >= 50, what="b under way")
+    agents = world.agents()
+    a_host = psutil.Process(agents["a"]["host_pid"])
+    shutil.rmtree(world.home / "journal" / "a")
+    a_host.suspend()
+    try:
+        b_from = world.agents()["b"]["last_offset"] - 5  # inside b's buffer of 500
+        since = {
+            "a": {"epoch": agents["a"]["epoch"], "offset": 0},
+            "b": {"epoch": agents["b"]["epoch"], "offset": b_from},
+        }
+        watch = StreamCollector(world, {"since": since})
+        # a's host never answered: a is truncated, honestly; b lost nothing
+        assert watch.start["b"]["truncated"] is False, watch.start
+        assert watch.start["b"]["from_offset"] == b_from
+        watch.wait(lambda w: w.count("b") >= 3000, what="b's events")
+        offsets = watch.offsets("b")
+        assert offsets == list(range(b_from + 1, b_from + 1 + len(offsets)))
+        watch.close()
+    finally:
+        a_host.resume()

@@ -7,6 +7,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from agenthost.daemon.backfill import SLICE_EVENTS, HostSource, JournalSource, open_source
 from agenthost.daemon.fanout import Held
 from agenthost.journal import JournalReader
@@ -90,5 +92,24 @@ def test_a_journal_without_segments_asks_the_host(tmp_path: Path) -> None:
 
     async def run() -> None:
         assert await open_source(tmp_path, "a", "e", 0, timeout=0.5) is None
+
+    asyncio.run(run())
+
+
+def test_a_journal_that_cannot_be_listed_asks_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # EIO or EACCES while listing the segments (root, as the tests run, never gets
+    # EACCES: the fault is injected) must not fail the whole watch: the host is asked
+    journal(tmp_path, "e", b"".join(records(1, 3)))
+    (tmp_path / "hosts").mkdir(mode=0o700)
+
+    def broken(self: JournalReader) -> int | None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(JournalReader, "oldest_offset", broken)
+
+    async def run() -> None:
+        assert await open_source(tmp_path, "a", "e", 0, timeout=0.5) is None  # no host
 
     asyncio.run(run())
