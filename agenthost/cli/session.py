@@ -165,7 +165,11 @@ class AttachSession:
                 width=self.width,
                 interactive=self.interactive,
             )
-            sub = await client.attach(await self._first_offset(client))
+            offset = await self._first_offset(client)
+            sub = await client.attach(offset)
+            # where we are: nothing before the requested offset will come (and an offset
+            # beyond the head means live from the next event, not from that offset)
+            self.last_offset = min(offset, sub.response.stream_offset)
             self._summary(status, sub)
         else:
             sub = await self._reattach(client)

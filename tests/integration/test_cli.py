@@ -94,6 +94,15 @@ def test_serve_detach_then_every_verb(home: Path, detached: Callable[..., dict[s
     assert "✓ turn done" in human.stdout and "\x1b[" not in human.stdout  # NO_COLOR
     assert "replaying" in human.stderr
 
+    # --no-follow from the head, or beyond it, or --last 0: nothing to show, and done
+    # (it used to wait forever: a script asking "anything new since N?" hung)
+    head = events[-1]["offset"]
+    for args in (("--offset", str(head)), ("--offset", str(head + 50)), ("--last", "0")):
+        at_head = run(home, "attach", "w1", "--no-follow", "--json", *args, timeout=20)
+        assert at_head.returncode == 0 and at_head.stdout == "", (args, at_head.stderr)
+    one = run(home, "attach", "w1", "--no-follow", "--json", "--offset", str(head - 1))
+    assert [json.loads(line)["offset"] for line in one.stdout.splitlines()] == [head]
+
     stopped = run_json(home, "stop", "w1", "--timeout", "5")
     assert stopped["stopped"] and stopped["final_state"] == "done"
     assert not Path(started["socket_path"]).exists()
