@@ -321,10 +321,15 @@ def readme_snippet() -> str:
     return str(found[0])
 
 
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
 def test_the_readme_snippet_runs_against_the_demo_agent_and_ends(
-    host_factory: HostFactory,
+    host_factory: HostFactory, busy: bool
 ) -> None:
     host = host_factory("demo", "--agent", "demo")
+    if busy:  # a turn still running (a brand-new demo host answers its first message)
+        with host.client() as client:
+            client.send("/sleep 3")
+        host.wait_state("running")
     run = subprocess.run(
         [sys.executable, "-c", readme_snippet()],
         env={**os.environ, "AGENTHOST_HOME": str(host.home)},
@@ -335,7 +340,7 @@ def test_the_readme_snippet_runs_against_the_demo_agent_and_ends(
     )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0] == "idle"
+    assert lines[0] == ("running" if busy else "idle")
     assert re.fullmatch(r"#\d+ chat_entry user: hello", lines[1])
     assert re.fullmatch(r"#\d+ chat_entry assistant: You said \"hello\"\. .*", lines[-1])
 
