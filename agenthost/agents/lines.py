@@ -17,6 +17,6 @@ class LinesAdapter(Adapter):
         if not command:
             raise ConfigError(
                 "the lines agent needs a command",
-                hint="put it after --, e.g. agenthost serve --agent-id x --agent lines -- bash",
+                hint="put it after --, e.g. --agent lines -- bash (with serve or run)",
             )
         return list(command)

@@ -147,6 +147,7 @@ def test_attach_follows_until_the_host_exits(
         (["serve"], 2, "Missing option '--agent-id'"),
         (["serve", "--agent-id", "x", "--agent", "nope"], 2, "Invalid value for '--agent'"),
         (["serve", "--agent-id", "x", "--agent", "lines"], 2, "needs a command"),
+        (["run", "--agent-id", "x", "--agent", "lines"], 2, "-- bash (with serve or run)"),
         (["serve", "--agent-id", "x", "--env", "NOEQUALS"], 2, "is not KEY=VALUE"),
         (["serve", "--agent-id", "x", "--agent-opt", "nope=1"], 2, "unknown option(s)"),
         (["serve", "--agent-id", "x", "--resume", "abc"], 2, "cannot resume"),
