@@ -88,6 +88,7 @@ class AttachSession:
         self.epoch: str | None = None
         self.last_offset = 0
         self.state = "?"
+        self.backend: str | None = None  # the agent's kind, as its host last said
         self.pending: dict[str, PermissionRequest] = {}
         self.on_change: Callable[[], None] = lambda: None  # the prompt redraws
         self._renderer: EventRenderer | None = None
@@ -114,6 +115,12 @@ class AttachSession:
         text = self._renderer.render(event)
         if text is not None:
             print(text, file=out, flush=True)
+
+    @property
+    def interrupt_signals(self) -> bool:
+        """Whether the agent's interrupt is SIGINT to its process group (an agent
+        without turns, e.g. ``lines``) rather than the end of a turn."""
+        return self.backend not in STRUCTURED_BACKENDS
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -157,6 +164,7 @@ class AttachSession:
     async def _follow(self, client: AsyncClient, first: bool) -> Exit | None:
         status = await client.status()
         self.state = status.agent.state
+        self.backend = status.agent.backend
         if first:
             self._renderer = EventRenderer(
                 self.style,
@@ -233,7 +241,12 @@ class AttachSession:
             parts.append("older events were pruned")
         self.note(" · ".join(parts))
         if self.interactive:
-            self.note("type + Enter sends · Ctrl-C interrupts · Ctrl-] detaches")
+            ctrl_c = (
+                "Ctrl-C twice: SIGINT to the agent"
+                if self.interrupt_signals
+                else "Ctrl-C interrupts"
+            )
+            self.note(f"type + Enter sends · {ctrl_c} · Ctrl-] detaches")
 
     def _track(self, event: StreamEvent) -> None:
         changed = False

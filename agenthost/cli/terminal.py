@@ -6,7 +6,10 @@ waits for a permission. Keys:
 
 * Enter sends the line to the agent (or answers a permission question: ``y`` allows,
   ``n [reason]`` denies).
-* Ctrl-C interrupts the agent's current turn (the agent keeps running).
+* Ctrl-C interrupts the agent's current turn (the agent keeps running). An agent
+  without turns (``lines``) is interrupted by SIGINT to its processes, which usually
+  ends it: there the first Ctrl-C only says so, and a second one within
+  :data:`CONFIRM_WINDOW` seconds sends it.
 * Ctrl-] detaches, and so does Ctrl-D on an empty line. The agent keeps running.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agenthost.cli.common import Exit
@@ -24,14 +28,24 @@ from agenthost.errors import AgentHostError
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _DETACH = object()
+CONFIRM_WINDOW = 2.0  # seconds within which a second Ctrl-C confirms a SIGINT
+RUNNING = ("running", "waiting")  # states with something to interrupt
 
 
 class Terminal:
     """Runs an attach session with a prompt underneath it."""
 
-    def __init__(self, session: AttachSession, style: Style) -> None:
+    def __init__(
+        self,
+        session: AttachSession,
+        style: Style,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.session = session
         self.style = style
+        self._clock = clock  # for the Ctrl-C confirmation window (a UI timeout)
+        self._armed: float | None = None  # when a Ctrl-C asked for confirmation
         self._since = time.monotonic()
         self._state = session.state
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -46,7 +60,8 @@ class Terminal:
 
         @keys.add("c-c")
         def _interrupt(event: Any) -> None:
-            self._spawn(self._interrupt())
+            if self.interrupt_now():
+                self._spawn(self._interrupt())
 
         # eager: emacs mode binds "c-] <char>" (search for a character), so without it
         # prompt_toolkit waits for a second key and the keys typed meanwhile are taken
@@ -130,9 +145,29 @@ class Terminal:
         except AgentHostError as exc:
             session.note(f"cannot send: {exc}", alarm=True)
 
+    def interrupt_now(self) -> bool:
+        """Whether this Ctrl-C interrupts now. Where the interrupt is a SIGINT to the
+        agent's processes (which usually kills it), the first Ctrl-C only says how to
+        send it; a second one within CONFIRM_WINDOW seconds does."""
+        session = self.session
+        if not session.interrupt_signals or session.client is None:
+            return True
+        if session.state not in RUNNING:
+            return True  # nothing to interrupt: _interrupt says so
+        now = self._clock()
+        if self._armed is not None and now - self._armed <= CONFIRM_WINDOW:
+            self._armed = None
+            return True
+        self._armed = now
+        session.note(
+            f"Ctrl-C again within {CONFIRM_WINDOW:g} s sends SIGINT to the agent's "
+            "processes (Ctrl-] detaches)"
+        )
+        return False
+
     async def _interrupt(self) -> None:
         session, client = self.session, self.session.client
-        if client is None or session.state not in ("running", "waiting"):
+        if client is None or session.state not in RUNNING:
             session.note("nothing to interrupt (Ctrl-] detaches)")
             return
         try:
@@ -140,7 +175,12 @@ class Terminal:
         except AgentHostError as exc:
             session.note(f"cannot interrupt: {exc}", alarm=True)
             return
-        session.note("interrupt sent" if result.sent else "nothing to interrupt")
+        if not result.sent:
+            session.note("nothing to interrupt")
+        elif result.method == "signal":
+            session.note("SIGINT sent to the agent's processes")
+        else:
+            session.note("interrupt sent")
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

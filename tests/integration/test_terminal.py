@@ -101,6 +101,65 @@ def test_ctrl_c_interrupts_the_turn_and_the_agent_lives(
     assert host.agent()["state"] == "idle" and host.agent()["pid"] > 0
 
 
+ECHO = ["sh", "-c", 'while read -r l; do echo "got: $l"; done']  # a lines agent
+CONFIRM = "Ctrl-C again within 2 s sends SIGINT"
+
+
+def echo_agent(host_factory: HostFactory) -> HostProc:
+    return host_factory("web", "--agent", "lines", command=ECHO)
+
+
+def test_one_ctrl_c_on_a_lines_agent_only_asks(host_factory: HostFactory, term: Tmux) -> None:
+    # a lines agent has no turns: its interrupt is SIGINT to its whole process group
+    host = echo_agent(host_factory)
+    term.start(f"{ATTACH} web")
+    assert "Ctrl-C twice: SIGINT to the agent" in term.wait("Ctrl-] detaches")
+    term.keys("03")  # Ctrl-C
+    term.wait(CONFIRM)
+    term.type("still here")
+    screen = term.wait("got: still here")  # the agent lives and answers
+    assert "killed by SIGINT" not in screen and "EXIT=" not in screen
+    assert host.agent()["state"] == "running" and host.agent()["pid"] > 0
+
+
+def test_two_ctrl_c_send_sigint_to_a_lines_agent(host_factory: HostFactory, term: Tmux) -> None:
+    host = echo_agent(host_factory)
+    term.start(f"{ATTACH} web")
+    term.wait("Ctrl-] detaches")
+    term.keys("03", "03")  # Ctrl-C twice, at once
+    screen = term.wait("EXIT=")
+    assert "the agent was killed by SIGINT" in screen and "EXIT=10" in screen
+    assert host.agent()["signal"] == "SIGINT"
+
+
+def test_the_confirmation_window_expires(home: Path) -> None:
+    # the window is a UI timeout on a monotonic clock: driven here by a fake one
+    from agenthost.cli.render import Style
+    from agenthost.cli.session import AttachSession, Start
+    from agenthost.cli.terminal import CONFIRM_WINDOW, Terminal
+    from agenthost.client import AsyncClient
+
+    notes: list[str] = []
+    session = AttachSession(
+        "web", home, start=Start(), follow=True, as_json=False, note=notes.append
+    )
+    session.client, session.state, session.backend = (
+        AsyncClient("web", home=home),
+        "running",
+        "lines",
+    )
+    now = [100.0]
+    terminal = Terminal(session, Style(False), clock=lambda: now[0])
+    assert not terminal.interrupt_now() and len(notes) == 1 and CONFIRM in notes[0]
+    now[0] += CONFIRM_WINDOW + 0.5  # too late: this one only asks again
+    assert not terminal.interrupt_now() and len(notes) == 2
+    now[0] += CONFIRM_WINDOW - 0.5
+    assert terminal.interrupt_now()  # confirmed in time
+    assert not terminal.interrupt_now()  # a confirmed Ctrl-C does not arm the next one
+    session.backend = "demo"  # an agent with turns: every Ctrl-C interrupts at once
+    assert terminal.interrupt_now() and terminal.interrupt_now() and len(notes) == 3
+
+
 def test_detach_keys_leave_the_agent_running(host_factory: HostFactory, term: Tmux) -> None:
     host = demo(host_factory)
     term.start(f"{ATTACH} d1")
