@@ -77,8 +77,9 @@ def attach(
     \b
     On a terminal (unless --read-only): type a line and Enter to send it;
     y / n [reason] answers a permission question; Ctrl-C interrupts the current
-    turn; Ctrl-] (or Ctrl-D on an empty line) detaches. The agent keeps running.
-    Elsewhere (--read-only, --json, a pipe) Ctrl-C detaches.
+    turn (for a plain program, --agent lines, press it twice: it sends SIGINT to the
+    agent's processes); Ctrl-] (or Ctrl-D on an empty line) detaches. The agent keeps
+    running. Elsewhere (--read-only, --json, a pipe) Ctrl-C detaches.
 
     \b
     It ends when the agent it follows has exited and nothing will start it again.
