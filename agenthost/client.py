@@ -58,7 +58,6 @@ from agenthost.paths import (
 from agenthost.paths import (
     socket_path as make_socket_path,
 )
-from agenthost.peer import check_server
 from agenthost.protocol import (
     CLIENT_FRAME_LIMIT,
     AgentInfo,
@@ -83,6 +82,7 @@ from agenthost.protocol import (
     encode_request,
     response_error_code,
 )
+from agenthost.wire.peer import check_server
 
 DEFAULT_CONNECT_TIMEOUT: Final = 2.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0

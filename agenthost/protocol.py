@@ -13,7 +13,7 @@ Requests and payloads from peers are validated here, at the edge. Our own events
 encoded by :class:`EventEncoder` without a model round trip because they are on the hot
 path; tests check that its output validates as :class:`StreamEvent`.
 
-The models live in :mod:`agenthost.models` and the framing in :mod:`agenthost.framing`;
+The models live in :mod:`agenthost.models` and the framing in :mod:`agenthost.wire.framing`;
 both are re-exported here, so ``agenthost.protocol`` is the one place to import from.
 """
 
@@ -22,14 +22,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring
-from typing import Annotated, Any, Final, Literal, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from agenthost.errors import ErrorCode, ProtocolError, VersionUnsupported
-from agenthost.framing import CLIENT_FRAME_LIMIT, DEFAULT_FRAME_LIMIT, FrameDecoder
+from agenthost.errors import ErrorCode, ProtocolError
 from agenthost.linesplit import Fragment
 from agenthost.models import (
     FINAL_STATES,
@@ -49,7 +47,6 @@ from agenthost.models import (
     InterruptResponse,
     ListResponse,
     MessageType,
-    PeerModel,
     PendingResponse,
     PermissionDecision,
     PermissionRequest,
@@ -63,152 +60,34 @@ from agenthost.models import (
     StopResponse,
     StreamEvent,
 )
-
-PROTOCOL_VERSION: Final = "1.1"
-"""The protocol version this package speaks (``MAJOR.MINOR``)."""
-
-MIN_PROTOCOL_VERSION: Final = "1.0"
-"""The oldest protocol version this package still serves and talks to."""
+from agenthost.wire.codec import (
+    MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+    Request,
+    RequestError,
+    Response,
+    check_peer_version,
+    compare_versions,
+    decode_request,
+    describe_validation,
+    encode_error,
+    encode_request,
+    encode_response,
+    encode_response_pieces,
+    is_version_supported,
+    parse_version,
+    short_text,
+    to_utf8,
+)
+from agenthost.wire.framing import CLIENT_FRAME_LIMIT, DEFAULT_FRAME_LIMIT, FrameDecoder
 
 _log = logging.getLogger("agenthost.protocol")
-
-# --- versions --------------------------------------------------------------------
 
 _NOT_PLAIN: Final = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 """A byte a JSON string cannot hold as is (controls, quote, backslash) or that is not
 ASCII (needs UTF-8 validation): lines without any go into events as they are."""
 
-_VERSION_RE: Final = re.compile(r"^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$")
-
-
-def parse_version(version: str) -> tuple[int, int]:
-    """Parse ``"MAJOR.MINOR"`` into a tuple of ints; raise ProtocolError otherwise."""
-    match = _VERSION_RE.fullmatch(version) if isinstance(version, str) else None
-    if match is None:
-        raise ProtocolError(f"invalid protocol version {version!r}: expected MAJOR.MINOR")
-    return int(match.group(1)), int(match.group(2))
-
-
-def compare_versions(a: str, b: str) -> int:
-    """Compare two versions numerically (``1.10 > 1.9``): -1, 0 or 1."""
-    va, vb = parse_version(a), parse_version(b)
-    return (va > vb) - (va < vb)
-
-
-def is_version_supported(version: str) -> bool:
-    """Whether a peer speaking ``version`` can be served: same major, not below the minimum."""
-    major, _ = parse_version(version)
-    ours, _ = parse_version(PROTOCOL_VERSION)
-    return major == ours and compare_versions(version, MIN_PROTOCOL_VERSION) >= 0
-
-
-def check_peer_version(version: str, *, min_version: str | None = None) -> None:
-    """Raise VersionUnsupported unless a peer at ``version`` (with its ``min_version``)
-    and this package can talk to each other."""
-    if not is_version_supported(version):
-        raise VersionUnsupported(
-            f"protocol version {version} is not supported "
-            f"(this side speaks {PROTOCOL_VERSION}, accepts >= {MIN_PROTOCOL_VERSION})",
-            hint="upgrade the older side",
-        )
-    if min_version is not None and compare_versions(PROTOCOL_VERSION, min_version) < 0:
-        raise VersionUnsupported(
-            f"peer requires protocol >= {min_version}, this side speaks {PROTOCOL_VERSION}",
-            hint="upgrade agenthost",
-        )
-
-
 # --- requests --------------------------------------------------------------------
-
-
-class Request(BaseModel):
-    """A decoded request envelope (payload not yet validated)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    type: str
-    id: str | int | None = None
-    payload: dict[str, Any] | None = None
-    protocol_version: str | None = None
-
-
-class RequestError(ProtocolError):
-    """A request that cannot be served, with what could be read of its envelope,
-    so the error response can echo ``type`` and ``id``."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: ErrorCode,
-        request_type: str = "",
-        request_id: str | int | None = None,
-    ) -> None:
-        super().__init__(message, code=code)
-        self.request_type = request_type
-        self.request_id = request_id
-
-
-def decode_request(frame: bytes) -> Request:
-    """Decode one request frame. Raise :class:`RequestError` with the right code.
-
-    Checks the envelope only (a JSON object with a string ``type``, an optional string
-    or integer ``id``, an optional object ``payload``, a supported
-    ``protocol_version``); the payload is checked by :func:`validate_payload`.
-    """
-    try:
-        # Frames are UTF-8: decode explicitly (json.loads(bytes) would guess UTF-16/32).
-        obj = json.loads(frame.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise RequestError(f"malformed JSON: {_short(exc)}", code=ErrorCode.BAD_REQUEST) from None
-    if not isinstance(obj, dict):
-        raise RequestError(
-            f"a request must be a JSON object, got {type(obj).__name__}",
-            code=ErrorCode.BAD_REQUEST,
-        )
-    rtype = obj.get("type")
-    rid = obj.get("id")
-    if not isinstance(rid, str | int) or isinstance(rid, bool):
-        rid_ok: str | int | None = None
-        if rid is not None:
-            raise RequestError(
-                "request 'id' must be a string or an integer",
-                code=ErrorCode.BAD_REQUEST,
-                request_type=rtype if isinstance(rtype, str) else "",
-            )
-    else:
-        rid_ok = rid
-    if not isinstance(rtype, str) or not rtype:
-        raise RequestError(
-            "request 'type' is missing or not a string",
-            code=ErrorCode.BAD_REQUEST,
-            request_id=rid_ok,
-        )
-    version = obj.get("protocol_version")
-    if version is not None:
-        try:
-            supported = is_version_supported(version)
-        except ProtocolError as exc:
-            raise RequestError(
-                exc.message, code=ErrorCode.BAD_REQUEST, request_type=rtype, request_id=rid_ok
-            ) from None
-        if not supported:
-            raise RequestError(
-                f"protocol version {version} is not supported: this host serves "
-                f"{MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
-                code=ErrorCode.VERSION_UNSUPPORTED,
-                request_type=rtype,
-                request_id=rid_ok,
-            )
-    payload = obj.get("payload")
-    if payload is not None and not isinstance(payload, dict):
-        raise RequestError(
-            f"payload must be a JSON object, got {type(payload).__name__}",
-            code=ErrorCode.INVALID_PAYLOAD,
-            request_type=rtype,
-            request_id=rid_ok,
-        )
-    return Request(type=rtype, id=rid_ok, payload=payload, protocol_version=version)
 
 
 def validate_payload(request: Request) -> tuple[MessageType, BaseModel]:
@@ -230,114 +109,11 @@ def validate_payload(request: Request) -> tuple[MessageType, BaseModel]:
         return mtype, model.model_validate(request.payload or {})
     except ValidationError as exc:
         raise RequestError(
-            f"invalid payload for {mtype}: {_describe_validation(exc)}",
+            f"invalid payload for {mtype}: {describe_validation(exc)}",
             code=ErrorCode.INVALID_PAYLOAD,
             request_type=request.type,
             request_id=request.id,
         ) from None
-
-
-def encode_request(
-    mtype: str,
-    payload: dict[str, Any] | None = None,
-    *,
-    request_id: str | int | None = None,
-    protocol_version: str | None = PROTOCOL_VERSION,
-) -> bytes:
-    """Encode a request frame (with its newline)."""
-    obj: dict[str, Any] = {"type": str(mtype)}
-    if request_id is not None:
-        obj["id"] = request_id
-    if protocol_version is not None:
-        obj["protocol_version"] = protocol_version
-    if payload:
-        obj["payload"] = payload
-    return _dumps(obj)
-
-
-# --- responses -------------------------------------------------------------------
-
-
-def encode_response(
-    request_type: str,
-    request_id: str | int | None,
-    payload: BaseModel | dict[str, Any] | None = None,
-) -> bytes:
-    """Encode a success response frame (with its newline)."""
-    obj: dict[str, Any] = {
-        "kind": "response",
-        "type": request_type,
-        "id": request_id,
-        "success": True,
-    }
-    if isinstance(payload, BaseModel):
-        obj["payload"] = payload.model_dump(mode="json", exclude_none=True)
-    elif payload is not None:
-        obj["payload"] = payload
-    return _dumps(obj)
-
-
-def encode_response_pieces(
-    request_type: str,
-    request_id: str | int | None,
-    payload: BaseModel,
-    field: str,
-    items: Iterable[BaseModel],
-    piece_bytes: int,
-) -> Iterator[bytes]:
-    """The frame ``encode_response`` gives for ``payload`` with its list ``field`` set to
-    ``items``, as pieces of about ``piece_bytes`` (at least one item each).
-
-    For answers too big to hold at once: ``items`` is consumed, and each item dumped,
-    only as the pieces are asked for. ``payload`` carries ``field`` as an empty list.
-    """
-    frame = encode_response(request_type, request_id, payload)
-    # The key of a field is found once: inside a JSON string a quote is always escaped.
-    head, tail = frame.split(_dumps_compact(field) + b":[]", 1)
-    piece = [head, _dumps_compact(field), b":["]
-    size = 0
-    comma = b""
-    for item in items:
-        data = _dumps_compact(item.model_dump(mode="json", exclude_none=True))
-        piece += (comma, data)
-        comma = b","
-        size += len(data)
-        if size >= piece_bytes:
-            yield b"".join(piece)
-            piece, size = [], 0
-    piece += (b"]", tail)
-    yield b"".join(piece)
-
-
-def encode_error(
-    request_type: str,
-    request_id: str | int | None,
-    code: ErrorCode | str,
-    message: str,
-) -> bytes:
-    """Encode an error response frame (with its newline)."""
-    return _dumps(
-        {
-            "kind": "response",
-            "type": request_type,
-            "id": request_id,
-            "success": False,
-            "error": message,
-            "code": str(code),
-        }
-    )
-
-
-class Response(PeerModel):
-    """A decoded response envelope."""
-
-    kind: Literal["response"] = "response"
-    type: str = ""
-    id: str | int | None = None
-    success: bool
-    error: str | None = None
-    code: str | None = None
-    payload: dict[str, Any] | None = None
 
 
 Message = Annotated[Response | StreamEvent, Field(discriminator="kind")]
@@ -370,7 +146,9 @@ def _decode_liberally(frame: bytes) -> Response | StreamEvent | None:
         # that other encoders send; decode explicitly (bytes would be guessed UTF-16/32).
         obj = json.loads(frame.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ProtocolError(f"malformed frame from host: not JSON ({_short(exc, 120)})") from None
+        raise ProtocolError(
+            f"malformed frame from host: not JSON ({short_text(exc, 120)})"
+        ) from None
     if not isinstance(obj, dict):
         raise ProtocolError(
             f"malformed frame from host: a JSON {type(obj).__name__}, not an object"
@@ -388,7 +166,7 @@ def _decode_liberally(frame: bytes) -> Response | StreamEvent | None:
     try:
         return MESSAGE_ADAPTER.validate_python(obj)
     except ValidationError as exc:
-        raise ProtocolError(f"malformed frame from host: {_describe_validation(exc)}") from None
+        raise ProtocolError(f"malformed frame from host: {describe_validation(exc)}") from None
 
 
 def _tolerate_chat_entry(event: dict[str, Any]) -> None:
@@ -422,7 +200,7 @@ def decode_payload(model: type[M], payload: dict[str, Any], mtype: str) -> M:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        raise ProtocolError(f"malformed {mtype} response: {_describe_validation(exc)}") from None
+        raise ProtocolError(f"malformed {mtype} response: {describe_validation(exc)}") from None
 
 
 _CODES_BY_MESSAGE: Final = (
@@ -537,7 +315,7 @@ class EventEncoder:
         """
         body = json.dumps(fields, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         rest = "}" if body == "{}" else "," + body[1:]
-        return _utf8(
+        return to_utf8(
             '{"kind":"event","type":'
             + json.dumps(event_type)
             + ","
@@ -549,45 +327,6 @@ class EventEncoder:
             + rest
             + "\n"
         )
-
-
-# --- helpers ---------------------------------------------------------------------
-
-
-def _dumps(obj: dict[str, Any]) -> bytes:
-    return _utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
-
-
-def _dumps_compact(value: Any) -> bytes:
-    return _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _utf8(text: str) -> bytes:
-    """UTF-8 bytes of ``text``; lone surrogates (from JSON the agent or a peer sent,
-    e.g. half an emoji) become U+FFFD, so every frame we write is valid UTF-8."""
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return _LONE_SURROGATE.sub("\ufffd", text).encode()
-
-
-def _short(exc: BaseException, limit: int = 200) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _describe_validation(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False)[:5]:
-        loc = ".".join(str(p) for p in err["loc"]) or "payload"
-        parts.append(f"{loc}: {err['msg']}")
-    more = exc.error_count() - len(parts)
-    if more > 0:
-        parts.append(f"and {more} more")
-    return "; ".join(parts)
 
 
 __all__ = [

@@ -58,7 +58,6 @@ from agenthost.errors import (
 )
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, logs_dir, resolve_home
-from agenthost.peer import check_server
 from agenthost.protocol import (
     CLIENT_FRAME_LIMIT,
     FrameDecoder,
@@ -66,6 +65,7 @@ from agenthost.protocol import (
     StreamEvent,
     encode_request,
 )
+from agenthost.wire.peer import check_server
 
 M = TypeVar("M", bound=BaseModel)
 FRAME_QUEUE: Final = 4096

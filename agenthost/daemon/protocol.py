@@ -1,7 +1,7 @@
 """The daemon protocol: ``daemon.*`` messages on ``<home>/daemon.sock``. Sans-IO.
 
 The daemon speaks the hosts' envelope and framing (:mod:`agenthost.protocol`,
-:mod:`agenthost.framing`): one JSON object per line, requests
+:mod:`agenthost.wire.framing`): one JSON object per line, requests
 ``{"type", "id"?, "payload"?, "protocol_version"?}``, responses
 ``{"kind": "response", "type", "id", "success", "error"?, "code"?, "payload"?}``, the
 same error codes and the same 1 MiB request limit. Only the message types differ;

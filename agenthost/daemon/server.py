@@ -26,7 +26,6 @@ from agenthost.daemon.fanout import WatchState
 from agenthost.daemon.protocol import DaemonMessageType, validate_daemon_payload
 from agenthost.errors import AgentHostError, ErrorCode, FrameTooLarge
 from agenthost.host.server import bind_private_socket
-from agenthost.peer import admit_peer, peer_hung_up
 from agenthost.protocol import (
     DEFAULT_FRAME_LIMIT,
     FrameDecoder,
@@ -35,6 +34,7 @@ from agenthost.protocol import (
     decode_request,
     encode_error,
 )
+from agenthost.wire.peer import admit_peer, peer_hung_up
 
 if TYPE_CHECKING:
     from asyncio import Transport

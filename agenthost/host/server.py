@@ -45,7 +45,6 @@ from pydantic import BaseModel
 
 from agenthost.errors import AgentHostError, ConfigError, ErrorCode, FrameTooLarge
 from agenthost.journal import JournalReader
-from agenthost.peer import admit_peer, peer_hung_up
 from agenthost.protocol import (
     DEFAULT_FRAME_LIMIT,
     FrameDecoder,
@@ -57,6 +56,7 @@ from agenthost.protocol import (
     validate_payload,
 )
 from agenthost.ringbuffer import RingBuffer
+from agenthost.wire.peer import admit_peer, peer_hung_up
 
 if TYPE_CHECKING:
     from asyncio import Transport

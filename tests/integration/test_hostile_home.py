@@ -25,7 +25,7 @@ import pytest
 from agenthost.client import AsyncClient
 from agenthost.daemon.client import DaemonClient
 from agenthost.errors import Forbidden
-from agenthost.peer import check_server
+from agenthost.wire.peer import check_server
 
 from hosttools import PY
 

@@ -1,6 +1,6 @@
 """Hostile input: property tests of the sans-IO decoders, then fuzzing a real host.
 
-Sans-IO (``agenthost.framing``, ``agenthost.protocol``, ``agenthost.models``): whatever
+Sans-IO (``agenthost.wire.framing``, ``agenthost.protocol``, ``agenthost.models``): whatever
 bytes arrive, the frame decoder and the request decoder return frames and requests or
 raise our own errors, with a wire code; they never raise anything else. Every field of
 every request payload is fed values of every JSON type, and a value of a type the
@@ -40,7 +40,6 @@ from relkit import QUIET, Figure, HostFactory, connect, fd_count, request_bytes,
 
 from agenthost.agents import make_adapter
 from agenthost.errors import AgentHostError, ErrorCode, FrameTooLarge, ProtocolError
-from agenthost.framing import FrameDecoder
 from agenthost.models import REQUEST_PAYLOADS, MessageType, SendRequest
 from agenthost.protocol import (
     RequestError,
@@ -49,6 +48,7 @@ from agenthost.protocol import (
     encode_error,
     validate_payload,
 )
+from agenthost.wire.framing import FrameDecoder
 
 from hosttools import HostProc, RawConn, wait_for
 

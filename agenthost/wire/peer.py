@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 
 from agenthost.errors import ErrorCode, Forbidden
-from agenthost.protocol import encode_error
+from agenthost.wire.codec import encode_error
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
