@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import psutil
 
 from agenthost.client import Client
-from agenthost.host.spawn import ReadyListener
+from agenthost.launch import ReadyListener
 
 T = TypeVar("T")
 DEADLINE = 30.0

@@ -125,7 +125,7 @@ def serve(
     # from a parent that started us in the background (the daemon, --detach), then ours
     extra_env = {**unpack(os.environ), **parse_pairs(env)}
     if detach:
-        from agenthost.host.spawn import spawn_detached
+        from agenthost.launch import spawn_detached
 
         args = ["--agent", kind, "--linger", str(linger), "--stop-timeout", str(stop_timeout)]
         args += ["--ring-size", str(ring_size), "--ring-bytes", str(ring_bytes)]
@@ -220,7 +220,7 @@ def demo(agent_id: str, no_attach: bool, home: Path | None) -> None:
     from agenthost.cli.attach import attach_loop
     from agenthost.client import Client
     from agenthost.errors import HostNotFound
-    from agenthost.host.spawn import spawn_detached
+    from agenthost.launch import spawn_detached
     from agenthost.paths import resolve_home
 
     remember_agent_id(agent_id)

@@ -282,7 +282,7 @@ def start_daemon(home: Path, *, args: list[str] | None = None, timeout: float = 
     Raise DaemonStartError (with the end of its log) if it exits or is not ready in
     time.
     """
-    from agenthost.host.spawn import HostStartError, start_in_background
+    from agenthost.launch import HostStartError, start_in_background
 
     ensure_private_dir(home)
     ensure_private_dir(logs_dir(home))

@@ -10,7 +10,7 @@ A host is ``python -m agenthost serve --agent-id ID --home HOME ...`` run
   unit's cgroup, and the host must not be in it.
 
 Readiness uses the host's own ``READY=1`` on a private ``NOTIFY_SOCKET`` (as
-:mod:`agenthost.host.spawn` does, but awaited on the event loop); then the socket must
+:mod:`agenthost.launch` does, but awaited on the event loop); then the socket must
 answer a ping. The daemon stays the parent of the hosts it started and reaps them when
 they exit (a pidfd per child, watched by the loop), so no zombie is left while it runs;
 after its death they are adopted by init or the service manager.
@@ -37,7 +37,7 @@ from agenthost.agentenv import pack
 from agenthost.client import AsyncClient
 from agenthost.daemon.protocol import SpawnSpec
 from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
-from agenthost.host.spawn import HostStartError
+from agenthost.launch import HostStartError
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
 
