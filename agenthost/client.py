@@ -136,7 +136,7 @@ class AsyncClient:
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task[None] | None = None
         self._pending: deque[tuple[str, asyncio.Future[Response]]] = deque()
-        self._events: asyncio.Queue[StreamEvent | object] = asyncio.Queue(EVENT_QUEUE)
+        self._events: asyncio.Queue[tuple[StreamEvent, bytes] | object] = asyncio.Queue(EVENT_QUEUE)
         self._ids = itertools.count(1)
         self._closed_error: AgentHostError | None = None
         self.last_offset = 0
@@ -252,7 +252,7 @@ class AsyncClient:
                     if message is None:  # a kind this version does not know: ignored
                         continue
                     if isinstance(message, StreamEvent):
-                        await self._events.put(message)
+                        await self._events.put((message, frame))
                     else:
                         self._resolve(message)
         except AgentHostError as exc:
@@ -489,6 +489,17 @@ class AsyncClient:
         NotConnected when the stream has ended, RequestTimeout when no event came in
         time, ProtocolError when the host sent a frame that is not the protocol.
         """
+        event, _ = await self.recv_frame(timeout)
+        return event
+
+    async def recv_frame(self, timeout: float | None = None) -> tuple[StreamEvent, bytes]:
+        """Like :meth:`recv_event`, with the event's frame as the host sent it.
+
+        Return ``(event, frame)``: ``frame`` is the line's bytes exactly as received,
+        WITHOUT the trailing newline (append ``b"\\n"`` to forward it as a line of the
+        protocol). Use it to relay events without encoding them again. Advance
+        ``last_offset``; raise as :meth:`recv_event` does.
+        """
         if self._events.empty() and self._closed_error is not None:
             raise self._closed_error
         try:
@@ -498,9 +509,10 @@ class AsyncClient:
         if item is _END:
             self._events.put_nowait(_END)  # keep later readers from blocking
             raise self._closed_error or NotConnected("stream ended")
-        assert isinstance(item, StreamEvent)
-        self.last_offset = item.offset
-        return item
+        assert isinstance(item, tuple)
+        event, frame = item
+        self.last_offset = event.offset
+        return event, frame
 
 
 class Subscription:
