@@ -20,7 +20,7 @@ import uvloop
 from pydantic import BaseModel
 
 from agenthost.agents.base import Chat
-from agenthost.host.server import HIGH_WATER, PUMP_BYTES, Connection, HostServer, Reply
+from agenthost.host.server import PUMP_BYTES, Connection, HostServer, Reply
 from agenthost.host.stream import HISTORY_PIECE, AgentStream
 from agenthost.protocol import (
     AttachRequest,
@@ -29,6 +29,7 @@ from agenthost.protocol import (
     Request,
     encode_response,
 )
+from agenthost.wire.server import HIGH_WATER
 
 ENTRY = 256 << 10  # bytes of text per history entry
 EVENT = 64 << 10  # bytes of data per output event
