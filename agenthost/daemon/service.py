@@ -41,7 +41,7 @@ from agenthost.daemon.protocol import (
     WatchRequest,
 )
 from agenthost.daemon.registry import Registry
-from agenthost.daemon.server import DaemonConnection, DaemonServer, Reply
+from agenthost.daemon.server import DaemonConnection, DaemonServer
 from agenthost.daemon.spawner import HostScope, Spawner
 from agenthost.daemon.startup import reconcile, scan_once
 from agenthost.daemon.supervisor import Supervisor
@@ -51,6 +51,7 @@ from agenthost.paths import check_socket_path, ensure_private_dir, hosts_dir
 from agenthost.protocol import Request, encode_response
 from agenthost.sdnotify import sd_notify
 from agenthost.timefmt import go_duration
+from agenthost.wire.connection import Reply
 
 log = structlog.get_logger("agenthost.daemon")
 

@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -479,65 +480,97 @@ def test_descriptor_exhaustion_neither_spins_nor_sticks(
     cpu0, t0 = cpu_seconds(host.pid), time.monotonic()
     select.select([], [], [], 0.3)  # the same window, not exhausted: the flood's own cost
     baseline = (cpu_seconds(host.pid) - cpu0) / (time.monotonic() - t0)
-    busy, window, held_counts, outcomes = 0.0, 0.0, [], {"refused": 0, "waiting": 0}
+    exhausted = exhaust_descriptors(host.pid, host.socket_path, "host")
+    figure("connections held at the 64-descriptor limit", exhausted.held, "connections")
+    figure("host CPU while exhausted, a client waiting", exhausted.ratio * 100, "% of a core")
+    figure("host CPU with the same agent output, not exhausted", baseline * 100, "% of a core")
+    figure("exhausted rounds where the knock waited (no spare)", exhausted.waited, "of 5")
+    assert exhausted.ratio < 0.2
+    assert psutil.Process(host.pid).num_threads() >= threads  # the journal thread lives
+    log = host.log()
+    assert "Exception in thread" not in log and "Traceback" not in log
+    assert "accept.paused" in log
+
+
+def test_daemon_descriptor_exhaustion_backs_off_like_the_host(home: Path, figure: Figure) -> None:
+    """The daemon stands on the same server as the host: limited to 64 descriptors
+    (``prlimit --pid`` once it is up) and flooded with connections until it cannot
+    accept, five times over, it pauses its accepts (``accept.paused``: uvloop's server
+    had no such back-off), idles while a client waits, still serves the clients it
+    has, and accepts again as soon as connections close."""
+    with daemon_world(home) as world:
+        daemon = world.start_daemon("--scan-interval", "0")
+        subprocess.run(["prlimit", f"--pid={daemon.pid}", "--nofile=64:64"], check=True)
+        exhausted = exhaust_descriptors(daemon.pid, world.socket_path, "daemon")
+        figure("daemon connections held at the 64-descriptor limit", exhausted.held, "connections")
+        figure("daemon CPU while exhausted, a client waiting", exhausted.ratio * 100, "% of a core")
+        assert exhausted.ratio < 0.2
+        assert daemon.events("accept.paused")
+        assert "Traceback" not in daemon.log()
+
+
+@dataclass
+class Exhausted:
+    held: int  # fewest connections held when accepting failed
+    ratio: float  # CPU time per second of the service while exhausted with a client waiting
+    waited: int  # rounds where that client waited (no spare descriptor to refuse it with)
+
+
+def exhaust_descriptors(pid: int, path: Path, service: str) -> Exhausted:
+    """Five rounds of: connect until a client is not served, knock once more, measure
+    the CPU the service spends meanwhile, check that a client from before is still
+    answered, let every connection go and wait until the service accepts again."""
+    ping = json.dumps({"type": f"{service}.ping", "id": "held"}).encode() + b"\n"
+    busy, window, held_counts, waited = 0.0, 0.0, [], 0
     for _ in range(5):
         held: list[socket.socket] = []
         try:
             while True:  # connections until one is not served
                 s = socket.socket(socket.AF_UNIX)
                 s.settimeout(1.0)
-                s.connect(str(host.socket_path))
+                s.connect(str(path))
                 try:
-                    s.sendall(b'{"type":"host.ping"}\n')
+                    s.sendall(ping)
                     served = bool(s.recv(65536))
-                    outcome = "refused"
                 except TimeoutError:  # waits for a descriptor: fine, as long as it is idle
-                    served, outcome = False, "waiting"
+                    served = False
+                    waited += 1
                 except OSError:
-                    served, outcome = False, "refused"
+                    served = False
                 held.append(s)
                 if not served:
-                    outcomes[outcome] += 1
                     break
                 assert len(held) < 200, "the descriptor limit did not apply"
             held_counts.append(len(held) - 1)
-            # exhausted, with one more client knocking: the host must idle
+            # exhausted, with one more client knocking: the service must idle
             knock = socket.socket(socket.AF_UNIX)
             held.append(knock)
             with contextlib.suppress(OSError):
-                knock.connect(str(host.socket_path))
-                knock.sendall(b'{"type":"host.ping"}\n')
-            cpu0, t0 = cpu_seconds(host.pid), time.monotonic()
+                knock.connect(str(path))
+                knock.sendall(ping)
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
             select.select([], [], [], 0.3)  # the measured window
-            busy += cpu_seconds(host.pid) - cpu0
+            busy += cpu_seconds(pid) - cpu0
             window += time.monotonic() - t0
             with held[0] as conn:  # (a client from before still gets answers)
-                conn.sendall(b'{"type":"host.ping","id":"held"}\n')
+                conn.sendall(ping)
                 assert b'"id":"held","success":true' in conn.recv(65536)
         finally:
             for s in held:
                 s.close()
-        with wait_for(lambda: try_connect(host), what="accepting again") as conn:
-            assert conn.request("host.status")["success"]
-    ratio = busy / window
-    figure("connections held at the 64-descriptor limit", min(held_counts), "connections")
-    figure("host CPU while exhausted, a client waiting", ratio * 100, "% of a core")
-    figure("host CPU with the same agent output, not exhausted", baseline * 100, "% of a core")
-    figure("exhausted rounds where the knock waited (no spare)", outcomes["waiting"], "of 5")
-    assert ratio < 0.2
-    assert psutil.Process(host.pid).num_threads() >= threads  # the journal thread lives
-    log = host.log()
-    assert "Exception in thread" not in log and "Traceback" not in log
+        with wait_for(lambda: try_connect(path, service), what="accepting again") as conn:
+            assert conn.request(f"{service}.ping")["success"]
+    return Exhausted(min(held_counts), busy / window, waited)
 
 
-def try_connect(host: HostProc) -> RawConn | None:
+def try_connect(path: Path, service: str) -> RawConn | None:
     """A connection whose ping was answered, or None."""
     try:
-        conn = host.raw()
+        conn = RawConn(path)
     except OSError:
         return None
     try:
-        if conn.request("host.ping")["success"]:
+        if conn.request(f"{service}.ping")["success"]:
             return conn
     except (OSError, EOFError):
         pass

@@ -56,7 +56,11 @@ def test_a_dropped_watcher_takes_its_backfills_with_its_connection() -> None:
         backfills = Backfills(hub)
         daemon = Daemon(hub, backfills)
         server = SimpleNamespace(
-            dispatcher=daemon, forget=lambda conn: None, max_frame=1 << 20, max_queue=1 << 20
+            dispatcher=daemon,
+            forget=lambda conn: None,
+            max_frame=1 << 20,
+            max_queue=1 << 20,
+            spawn=asyncio.get_running_loop().create_task,
         )
         for agent in ("A", "B"):
             hub.attached(agent, "e1", 0)
@@ -66,7 +70,7 @@ def test_a_dropped_watcher_takes_its_backfills_with_its_connection() -> None:
             hub.publish("B", offset, b'{"b":%d}\n' % offset)
 
         conn = DaemonConnection(server)  # type: ignore[arg-type]
-        conn.write_paused = True  # the client does not read: its transport is paused
+        conn.pause_writing()  # the client does not read: its transport is paused
         since = {a: {"epoch": "e1", "offset": 0} for a in ("A", "B")}
         filling = hub.watch(
             conn, WatchRequest.model_validate({"since": since}), 1, {"A": Held("e1", 1)}
