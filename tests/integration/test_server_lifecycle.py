@@ -53,7 +53,8 @@ def sock_dir() -> Iterator[Path]:
 
 
 class Daemon:
-    """Answers like the daemon: watch through the real hub, the rest when ``release``d."""
+    """Answers like the daemon: watch through the real hub, ping at once, the rest
+    when ``release``d."""
 
     def __init__(self) -> None:
         self.hub = Hub(buffer_events=100, buffer_bytes=1 << 20, max_queue=1 << 20)
@@ -67,6 +68,8 @@ class Daemon:
             assert isinstance(payload, WatchRequest)
             self.hub.watch(conn, payload, request.id)
             return None
+        if mtype is DaemonMessageType.PING:
+            return encode_response(mtype, request.id, {})
         return self._later(mtype, request)
 
     async def _later(self, mtype: DaemonMessageType, request: Request) -> bytes:
@@ -260,5 +263,31 @@ def test_the_socket_file_is_private_and_removed_at_close(sock_dir: Path) -> None
         assert os.stat(server.path).st_mode & 0o777 == 0o600
         await server.close()
         assert not server.path.exists()
+
+    run(main)
+
+
+@pytest.mark.parametrize("make", [daemon_server, host_server], ids=["daemon", "host"])
+def test_rebind_recreates_a_deleted_socket_file(
+    sock_dir: Path, make: Callable[[Path], DaemonServer | HostServer]
+) -> None:
+    """What the host does on SIGUSR1, either service can do: a deleted socket file is
+    bound again, and one that is still ours is left alone."""
+
+    async def main() -> None:
+        server = make(sock_dir / "s.sock")
+        await server.start()
+        try:
+            assert not await server.rebind()
+            server.path.unlink()
+            assert await server.rebind()
+            client = await Client.connect(server.path)
+            try:
+                await client.request(f"{server.connection().service}.ping", "p")
+                assert (await client.frame())["id"] == "p"
+            finally:
+                client.sock.close()
+        finally:
+            await server.close()
 
     run(main)

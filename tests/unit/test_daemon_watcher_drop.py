@@ -56,11 +56,7 @@ def test_a_dropped_watcher_takes_its_backfills_with_its_connection() -> None:
         backfills = Backfills(hub)
         daemon = Daemon(hub, backfills)
         server = SimpleNamespace(
-            dispatcher=daemon,
-            forget=lambda conn: None,
-            max_frame=1 << 20,
-            max_queue=1 << 20,
-            spawn=asyncio.get_running_loop().create_task,
+            dispatcher=daemon, forget=lambda conn: None, max_frame=1 << 20, max_queue=1 << 20
         )
         for agent in ("A", "B"):
             hub.attached(agent, "e1", 0)
