@@ -19,17 +19,16 @@ host discovery.
 
 One connection per client. Responses arrive in request order and are matched to their
 requests; events of an attached stream are queued separately, so requests may be sent
-while attached. A stream ends (the iterator stops) when the host closes the
-connection; ``last_offset`` then tells where to reattach.
+while attached, and are answered at once even when nobody reads the events (see
+:class:`AsyncClient` for what happens to unread events). A stream ends (the iterator
+stops) when the host closes the connection; ``last_offset`` then tells where to
+reattach.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
-import itertools
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +40,8 @@ from pydantic import BaseModel
 
 from agenthost.errors import (
     AgentHostError,
-    Forbidden,
     HostNotFound,
     NotConnected,
-    ProtocolError,
     RequestTimeout,
     error_from_code,
 )
@@ -59,10 +56,8 @@ from agenthost.paths import (
     socket_path as make_socket_path,
 )
 from agenthost.protocol import (
-    CLIENT_FRAME_LIMIT,
     AgentInfo,
     AttachResponse,
-    FrameDecoder,
     HistoryResponse,
     InterruptResponse,
     ListResponse,
@@ -71,7 +66,6 @@ from agenthost.protocol import (
     PermissionRequest,
     PingResponse,
     RespondResponse,
-    Response,
     SendResponse,
     StatusResponse,
     StopResponse,
@@ -79,16 +73,15 @@ from agenthost.protocol import (
     check_peer_version,
     decode_message,
     decode_payload,
-    encode_request,
     response_error_code,
 )
-from agenthost.wire.peer import check_server
+from agenthost.wire.client import ClientCore, StreamLimit
 
 DEFAULT_CONNECT_TIMEOUT: Final = 2.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
 DEFAULT_STOP_TIMEOUT: Final = 30.0
 STOP_MARGIN: Final = 15.0  # a stop answers after the agent exited: wait past its timeout
-EVENT_QUEUE: Final = 4096
+EVENT_QUEUE: Final = StreamLimit().items
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -110,6 +103,15 @@ class AsyncClient:
     Forbidden (the socket belongs to another user), NotConnected (the connection was
     lost), RequestTimeout (no answer within ``request_timeout``), and ProtocolError
     (the host sent something that is not the protocol).
+
+    Events the caller has not read never hold up a response: requests are answered
+    while attached however far behind the reader is. Unread events are queued up to
+    ``stream_limit`` (default 4096 events or 32 MiB); past it the client discards the
+    events that follow and, once the reader has caught up with the queue, re-attaches
+    on the same connection after ``last_offset`` (a detach, then an attach), so the
+    host replays them from its ring or its journal: iteration simply continues, each
+    offset once. Only events the host no longer keeps can be missed, as with any
+    attach after them (the first event then has a larger offset).
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class AsyncClient:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         check_version: bool = True,
+        stream_limit: StreamLimit | None = None,
     ) -> None:
         if socket_path is None:
             if agent_id is None:
@@ -132,13 +135,18 @@ class AsyncClient:
         self.request_timeout = request_timeout
         self.check_version = check_version
         self.host_ping: PingResponse | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
-        self._pending: deque[tuple[str, asyncio.Future[Response]]] = deque()
-        self._events: asyncio.Queue[tuple[StreamEvent, bytes] | object] = asyncio.Queue(EVENT_QUEUE)
-        self._ids = itertools.count(1)
-        self._closed_error: AgentHostError | None = None
+        self._core: ClientCore[StreamEvent] = ClientCore(
+            self.socket_path,
+            service="host",
+            peer=f"the host for {self._name()}",
+            decode=decode_message,
+            connect_error=self._connect_error,
+            connect_timeout=connect_timeout,
+            id_prefix="c",
+            timeout_hint="it may be stopped (SIGSTOP) or overloaded; `agenthost list` shows it",
+            stream_limit=stream_limit,
+        )
+        self._attached_at: int | None = None  # the offset of the last attach, while attached
         self.last_offset = 0
         """The offset of the last event received (where to reattach from)."""
 
@@ -147,42 +155,25 @@ class AsyncClient:
     @property
     def connected(self) -> bool:
         """True while the connection is open and usable."""
-        return self._writer is not None and self._closed_error is None
+        return self._core.connected
+
+    @property
+    def events_queued(self) -> int:
+        """Events received and not yet read (at most ``stream_limit.items``)."""
+        return self._core.queued
 
     async def connect(self) -> None:
         """Connect, and check the host's protocol version (unless disabled).
 
         Does nothing when already connected. Raise HostNotFound (no socket, nobody
         listening, or no accept within ``connect_timeout``), Forbidden (no permission
-        on the socket), VersionUnsupported (the host speaks another major version).
+        on the socket, or a host of another user), VersionUnsupported (the host speaks
+        another major version).
         """
-        if self._writer is not None:
+        if self._core.opened:
             return
-        try:
-            reader, writer = await asyncio.wait_for(self._open(), self.connect_timeout)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise HostNotFound(
-                f"no host is running for {self._name()} ({exc.strerror}: {self.socket_path})",
-                hint="start one with `agenthost serve --agent-id ID`; `agenthost list` shows "
-                "the running ones",
-            ) from exc
-        except PermissionError as exc:
-            raise Forbidden(f"not allowed to connect to {self.socket_path}") from exc
-        except TimeoutError as exc:
-            raise HostNotFound(
-                f"the host for {self._name()} did not accept a connection within "
-                f"{self.connect_timeout:g}s"
-            ) from exc
-        except OSError as exc:
-            raise HostNotFound(f"cannot connect to {self.socket_path}: {exc}") from exc
-        try:
-            check_server(writer.transport, self.socket_path, "host")
-        except Forbidden:
-            writer.close()  # nothing was sent: not even the version check's ping
-            raise
-        self._reader, self._writer = reader, writer
-        self._closed_error = None
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self._core.connect_timeout = self.connect_timeout
+        await self._core.connect()
         if self.check_version:
             try:
                 ping = await self.ping()
@@ -193,31 +184,25 @@ class AsyncClient:
                 await self.close()
                 raise
 
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        delay = 0.001
-        while True:
-            try:
-                return await asyncio.open_unix_connection(self.socket_path, limit=1 << 16)
-            except BlockingIOError:
-                # The host's listen backlog is full (a connection storm): AF_UNIX answers
-                # EAGAIN instead of queueing us. Retry until the connect timeout.
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.05)
+    def _connect_error(self, exc: OSError | TimeoutError) -> AgentHostError:
+        if isinstance(exc, FileNotFoundError | ConnectionRefusedError):
+            return HostNotFound(
+                f"no host is running for {self._name()} ({exc.strerror}: {self.socket_path})",
+                hint="start one with `agenthost serve --agent-id ID`; `agenthost list` shows "
+                "the running ones",
+            )
+        if isinstance(exc, TimeoutError):
+            return HostNotFound(
+                f"the host for {self._name()} did not accept a connection within "
+                f"{self.connect_timeout:g}s"
+            )
+        return HostNotFound(f"cannot connect to {self.socket_path}: {exc}")
 
     async def close(self) -> None:
         """Close the connection; requests still waiting fail with NotConnected, and an
         attached stream ends. Safe to call twice. Raises nothing."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-        if self._read_task is not None:
-            self._read_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._read_task
-            self._read_task = None
-        self._fail(NotConnected("connection closed"))
+        self._attached_at = None
+        await self._core.close()
 
     async def __aenter__(self) -> AsyncClient:
         """Connect (see :meth:`connect`); the ``async with`` block closes."""
@@ -235,51 +220,6 @@ class AsyncClient:
 
     def _name(self) -> str:
         return f"agent {self.agent_id!r}" if self.agent_id else str(self.socket_path)
-
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        decoder = FrameDecoder(CLIENT_FRAME_LIMIT)
-        error: AgentHostError = NotConnected("the host closed the connection")
-        try:
-            while True:
-                data = await self._reader.read(1 << 16)
-                if not data:
-                    break
-                for frame in decoder.feed(data):
-                    if isinstance(frame, AgentHostError):
-                        raise frame
-                    message = decode_message(frame)
-                    if message is None:  # a kind this version does not know: ignored
-                        continue
-                    if isinstance(message, StreamEvent):
-                        await self._events.put((message, frame))
-                    else:
-                        self._resolve(message)
-        except AgentHostError as exc:
-            error = exc
-        except OSError as exc:
-            error = NotConnected(f"connection lost: {exc}")
-        self._fail(error)
-
-    def _resolve(self, response: Response) -> None:
-        if not self._pending:
-            if not response.success:  # e.g. "forbidden" sent as the connection opened
-                code = response_error_code(response)
-                self._closed_error = error_from_code(code, response.error or "")
-            return
-        _, future = self._pending.popleft()
-        if not future.done():
-            future.set_result(response)
-
-    def _fail(self, error: AgentHostError) -> None:
-        if self._closed_error is None:
-            self._closed_error = error
-        while self._pending:
-            _, future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(self._closed_error)
-        with contextlib.suppress(asyncio.QueueFull):
-            self._events.put_nowait(_END)
 
     # --- requests -----------------------------------------------------------------------
 
@@ -299,30 +239,20 @@ class AsyncClient:
         agenthost.errors), or for an error without a code (a 1.0 host as first
         published) the class its message implies, else InternalError.
         """
-        if self._writer is None:
+        return await self._request(mtype, payload, timeout=timeout)
+
+    async def _request(
+        self,
+        mtype: MessageType | str,
+        payload: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        resume_stream: bool = False,
+    ) -> dict[str, Any]:
+        if not self._core.opened:
             await self.connect()
-        if self._closed_error is not None or self._writer is None:
-            raise self._closed_error or NotConnected("not connected")
-        request_id = f"c{next(self._ids)}"
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._pending.append((request_id, future))
-        try:
-            self._writer.write(encode_request(mtype, payload, request_id=request_id))
-        except (OSError, RuntimeError) as exc:
-            raise NotConnected(f"cannot write to the host: {exc}") from exc
         wait = self.request_timeout if timeout is None else timeout
-        try:
-            response = await asyncio.wait_for(asyncio.shield(future), wait)
-        except TimeoutError:
-            # The entry stays queued so a late answer is matched to it, not to the next
-            # request; cancelling it means nobody has to read its outcome.
-            future.cancel()
-            raise RequestTimeout(
-                f"the host for {self._name()} did not answer {mtype} within {wait:g}s",
-                hint="it may be stopped (SIGSTOP) or overloaded; `agenthost list` shows it",
-            ) from None
-        if response.id not in (request_id, None):
-            raise ProtocolError(f"response id {response.id!r} does not match {request_id!r}")
+        response = await self._core.request(str(mtype), payload, wait, resume_stream=resume_stream)
         if not response.success:
             host_version = self.host_ping.protocol_version if self.host_ping else None
             code = response_error_code(response, host_version)
@@ -330,7 +260,7 @@ class AsyncClient:
         return response.payload or {}
 
     async def _typed(self, model: type[M], mtype: MessageType, **kw: Any) -> M:
-        return decode_payload(model, await self.request(mtype, **kw), mtype)
+        return decode_payload(model, await self._request(mtype, **kw), mtype)
 
     async def ping(self) -> PingResponse:
         """Check that the host answers.
@@ -466,20 +396,26 @@ class AsyncClient:
         """
         return Subscription(self, offset)
 
-    async def _attach(self, offset: int) -> AttachResponse:
+    async def _attach(self, offset: int, *, resume_stream: bool = False) -> AttachResponse:
         response = await self._typed(
-            AttachResponse, MessageType.ATTACH, payload={"offset": offset} if offset else None
+            AttachResponse,
+            MessageType.ATTACH,
+            payload={"offset": offset} if offset else None,
+            resume_stream=resume_stream,
         )
         if offset <= response.stream_offset:
             self.last_offset = max(offset, response.oldest_offset - 1)
         else:
             self.last_offset = response.stream_offset
+        self._attached_at = offset
         return response
 
     async def detach(self) -> None:
         """Stop the attached stream; the connection stays usable (and may attach
         again). Returns nothing."""
         await self.request(MessageType.DETACH)
+        self._attached_at = None
+        self._core.end_overflow()  # events already queued stay readable
 
     async def recv_event(self, timeout: float | None = None) -> StreamEvent:
         """The next event of the attached stream (what iterating an attach gives).
@@ -488,6 +424,10 @@ class AsyncClient:
         (``str()`` of one reads ``#13 state idle``) and advance ``last_offset``. Raise
         NotConnected when the stream has ended, RequestTimeout when no event came in
         time, ProtocolError when the host sent a frame that is not the protocol.
+
+        Events not read yet are queued up to ``stream_limit``; past it the client
+        re-attaches after ``last_offset`` when they are read (see the class), so a slow
+        reader misses nothing the host still keeps.
         """
         event, _ = await self.recv_frame(timeout)
         return event
@@ -500,19 +440,23 @@ class AsyncClient:
         protocol). Use it to relay events without encoding them again. Advance
         ``last_offset``; raise as :meth:`recv_event` does.
         """
-        if self._events.empty() and self._closed_error is not None:
-            raise self._closed_error
-        try:
-            item = await asyncio.wait_for(self._events.get(), timeout)
-        except TimeoutError:
-            raise RequestTimeout(f"no event within {timeout:g}s") from None
-        if item is _END:
-            self._events.put_nowait(_END)  # keep later readers from blocking
-            raise self._closed_error or NotConnected("stream ended")
-        assert isinstance(item, tuple)
-        event, frame = item
-        self.last_offset = event.offset
-        return event, frame
+        while True:
+            item = await self._core.next_stream(timeout, "event")
+            if item is not None:
+                event, frame = item
+                self.last_offset = event.offset
+                return event, frame
+            await self._reattach()
+
+    async def _reattach(self) -> None:
+        # The queue overflowed and everything before the overflow has been read: ask
+        # the host again for what follows the last event delivered. It sends no event
+        # after its detach response and replays from the ring or the journal after its
+        # attach response, from which the core queues again.
+        if self._attached_at is None:  # detached meanwhile: nothing to resume
+            return
+        await self.request(MessageType.DETACH)
+        await self._attach(self.last_offset, resume_stream=True)
 
 
 class Subscription:
@@ -592,6 +536,7 @@ class Client:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         check_version: bool = True,
+        stream_limit: StreamLimit | None = None,
     ) -> None:
         self._runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
         self._async = AsyncClient(
@@ -601,6 +546,7 @@ class Client:
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
             check_version=check_version,
+            stream_limit=stream_limit,
         )
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

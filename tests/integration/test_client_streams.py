@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import uvloop
 
 from agenthost import AsyncClient
+from agenthost.client import EVENT_QUEUE
+from agenthost.protocol import MessageType
 
 from conftest import HostFactory
-from hosttools import DEADLINE
+from hosttools import DEADLINE, lines_agent
 
 CAT = ["cat"]
 
@@ -34,3 +37,46 @@ def test_recv_frame_gives_the_event_and_its_bytes_as_sent(host_factory: HostFact
                     return
 
     uvloop.run(asyncio.wait_for(main(), DEADLINE))
+
+
+FLOOD = 20_000
+
+
+async def until(predicate: Callable[[], bool], timeout: float = DEADLINE) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "timed out waiting for a condition"
+        await asyncio.sleep(0.005)  # polling interval of a condition wait
+
+
+def test_requests_answer_while_an_attach_is_not_read(host_factory: HostFactory) -> None:
+    """A request on an attached connection whose events nobody reads is answered at
+    once (it used to wait behind a full event queue until its timeout); then reading
+    gives every offset 1..N exactly once, in order, although the client could not queue
+    them all."""
+    code = f"for i in range({FLOOD}):\n    print(i)\n"
+    host = host_factory("a1", "--agent", "lines", "--linger", "600", command=lines_agent(code))
+    host.wait_state("done", "error")
+
+    async def main() -> tuple[list[int], int]:
+        async with AsyncClient("a1", home=host.home, request_timeout=30) as client:
+            sub = await client.attach(0)
+            head = sub.response.stream_offset
+            assert head > FLOOD
+            # The host streams the whole journal meanwhile; nothing reads it. Wait until
+            # the client holds all it queues for an idle reader.
+            await until(lambda: client.events_queued >= EVENT_QUEUE)
+            status = await client.request(MessageType.STATUS, timeout=5)
+            assert status["agent"]["id"] == "a1"
+            await client.status()  # and again, with the events still unread
+            offsets = []
+            async for event in sub:
+                offsets.append(event.offset)
+                if event.offset >= head:
+                    break
+            return offsets, head
+
+    offsets, head = uvloop.run(asyncio.wait_for(main(), 120))
+    assert offsets == list(range(1, head + 1))
