@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
-import itertools
 import os
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -39,6 +36,7 @@ from agenthost.daemon.protocol import (
     DaemonStopResponse,
     ForgetResponse,
     Notice,
+    NoticeType,
     SpawnResponse,
     SpawnSpec,
     WatchCursor,
@@ -49,31 +47,39 @@ from agenthost.errors import (
     AgentHostError,
     DaemonNotRunning,
     DaemonStartError,
-    Forbidden,
-    NotConnected,
     ProtocolError,
     RegistryError,
-    RequestTimeout,
     error_from_code,
 )
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, logs_dir, resolve_home
 from agenthost.protocol import (
-    CLIENT_FRAME_LIMIT,
-    FrameDecoder,
-    Response,
     StreamEvent,
-    encode_request,
 )
-from agenthost.wire.peer import check_server
+from agenthost.wire.client import ClientCore, StreamLimit
 
 M = TypeVar("M", bound=BaseModel)
-FRAME_QUEUE: Final = 4096
-_END: Final = object()
+FRAME_QUEUE: Final = StreamLimit().items
 
 
 class DaemonClient:
-    """An asyncio connection to the daemon of ``home``."""
+    """An asyncio connection to the daemon of ``home``.
+
+    Requests raise, besides the errors they name: DaemonNotRunning (nothing answers on
+    the socket within ``connect_timeout``; a full listen backlog is waited for),
+    Forbidden, NotConnected, RequestTimeout, ProtocolError.
+
+    The frames of a watch stream (host events and notices) never hold up a response.
+    Unread frames are queued up to ``stream_limit`` (default 4096 frames or 32 MiB);
+    past it the frames that follow are discarded and, once :meth:`next_frame` has
+    given everything queued, the client watches again on the same connection (an
+    unwatch, then a watch of the same agents with ``since`` set to the position it
+    delivered of each agent: the epoch from the watch response and ``host_attached``
+    notices, the offset of the last event), so the daemon replays the events and
+    reading continues, each event once. Notices discarded meanwhile are not replayed
+    (the daemon does not keep them); the new watch's positions are those of
+    :attr:`watch_response`.
+    """
 
     def __init__(
         self,
@@ -82,56 +88,49 @@ class DaemonClient:
         socket_path: str | Path | None = None,
         connect_timeout: float = 2.0,
         request_timeout: float = 120.0,
+        stream_limit: StreamLimit | None = None,
     ) -> None:
         self.home = resolve_home(home)
         self.socket_path = Path(socket_path) if socket_path else daemon_socket_path(self.home)
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
-        self._pending: deque[asyncio.Future[Response]] = deque()
-        self._frames: asyncio.Queue[StreamEvent | Notice | object] = asyncio.Queue(FRAME_QUEUE)
-        self._ids = itertools.count(1)
-        self._closed_error: AgentHostError | None = None
+        self.watch_response: WatchResponse | None = None
+        """The response of the last watch (replaced when the client watches again)."""
+        self._core: ClientCore[StreamEvent | Notice] = ClientCore(
+            self.socket_path,
+            service="daemon",
+            peer="the daemon",
+            decode=decode_daemon_frame,
+            connect_error=self._connect_error,
+            connect_timeout=connect_timeout,
+            id_prefix="d",
+            stream_limit=stream_limit,
+        )
+        self._watching: builtins.list[str] | None = None  # agents of the watch, if any
+        self._watch_all = False
+        self._positions: dict[str, WatchCursor] = {}  # what next_frame delivered
+
+    @property
+    def connected(self) -> bool:
+        """True while the connection is open and usable."""
+        return self._core.connected
 
     async def connect(self) -> None:
-        """Connect; raise DaemonNotRunning if nothing answers on the socket."""
-        if self._writer is not None:
-            return
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(self.socket_path, limit=1 << 16),
-                self.connect_timeout,
-            )
-        except PermissionError as exc:
-            raise Forbidden(f"not allowed to connect to {self.socket_path}") from exc
-        except (OSError, TimeoutError) as exc:
-            raise DaemonNotRunning(
-                f"no daemon answers on {self.socket_path}",
-                hint="start one with `agenthost daemon` (or `agenthost run` starts it)",
-            ) from exc
-        try:
-            check_server(writer.transport, self.socket_path, "daemon")
-        except Forbidden:
-            writer.close()
-            raise
-        self._reader, self._writer = reader, writer
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        """Connect; raise DaemonNotRunning if nothing answers on the socket, Forbidden
+        if the socket or its server is another user's."""
+        self._core.connect_timeout = self.connect_timeout
+        await self._core.connect()
+
+    def _connect_error(self, exc: OSError | TimeoutError) -> AgentHostError:
+        return DaemonNotRunning(
+            f"no daemon answers on {self.socket_path}",
+            hint="start one with `agenthost daemon` (or `agenthost run` starts it)",
+        )
 
     async def close(self) -> None:
         """Close the connection (pending requests fail with NotConnected)."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-        if self._read_task is not None:
-            self._read_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._read_task
-            self._read_task = None
-        self._fail(NotConnected("connection closed"))
+        self._watching = None
+        await self._core.close()
 
     async def __aenter__(self) -> DaemonClient:
         await self.connect()
@@ -145,67 +144,40 @@ class DaemonClient:
     ) -> None:
         await self.close()
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        decoder = FrameDecoder(CLIENT_FRAME_LIMIT)
-        error: AgentHostError = NotConnected("the daemon closed the connection")
-        try:
-            while data := await self._reader.read(1 << 16):
-                for frame in decoder.feed(data):
-                    if isinstance(frame, AgentHostError):
-                        raise frame
-                    message = decode_daemon_frame(frame)
-                    if isinstance(message, Response):
-                        if self._pending:
-                            future = self._pending.popleft()
-                            if not future.done():
-                                future.set_result(message)
-                        elif message.code:  # refused as the connection opened
-                            self._closed_error = error_from_code(message.code, message.error or "")
-                    else:
-                        await self._frames.put(message)
-        except AgentHostError as exc:
-            error = exc
-        except OSError as exc:
-            error = NotConnected(f"connection lost: {exc}")
-        self._fail(error)
-
-    def _fail(self, error: AgentHostError) -> None:
-        if self._closed_error is None:
-            self._closed_error = error
-        while self._pending:
-            future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(self._closed_error)
-        with contextlib.suppress(asyncio.QueueFull):
-            self._frames.put_nowait(_END)
-
     async def request(
         self, mtype: str, payload: dict[str, Any] | None = None, *, timeout: float | None = None
     ) -> dict[str, Any]:
         """Send one request; return the response payload or raise the typed error."""
-        if self._writer is None:
+        return await self._request(mtype, payload, timeout=timeout)
+
+    async def _request(
+        self,
+        mtype: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        resume_stream: bool = False,
+    ) -> dict[str, Any]:
+        if not self._core.opened:
             await self.connect()
-        if self._closed_error is not None or self._writer is None:
-            raise self._closed_error or NotConnected("not connected")
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._pending.append(future)
-        try:
-            self._writer.write(encode_request(mtype, payload, request_id=f"d{next(self._ids)}"))
-        except (OSError, RuntimeError) as exc:
-            raise NotConnected(f"cannot write to the daemon: {exc}") from exc
         wait = self.request_timeout if timeout is None else timeout
-        try:
-            response = await asyncio.wait_for(asyncio.shield(future), wait)
-        except TimeoutError:
-            future.cancel()  # stays queued, so a late answer is matched to it
-            raise RequestTimeout(f"the daemon did not answer {mtype} within {wait:g}s") from None
+        response = await self._core.request(str(mtype), payload, wait, resume_stream=resume_stream)
         if not response.success:
             raise error_from_code(response.code, response.error or "request failed")
+        if mtype == DaemonMessageType.UNWATCH:
+            self._watching = None
+            self._core.end_overflow()
         return response.payload or {}
 
-    async def _typed(self, model: type[M], mtype: str, payload: dict[str, Any] | None = None) -> M:
-        data = await self.request(mtype, payload)
+    async def _typed(
+        self,
+        model: type[M],
+        mtype: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        resume_stream: bool = False,
+    ) -> M:
+        data = await self._request(mtype, payload, resume_stream=resume_stream)
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -245,26 +217,71 @@ class DaemonClient:
         live_only: bool = False,
     ) -> WatchResponse:
         """Start the merged stream; read it with :meth:`next_frame`."""
+        response = await self._watch(agents, since, live_only=live_only)
+        self._watch_all = agents is None
+        self._watching = list(agents or ())
+        return response
+
+    async def _watch(
+        self,
+        agents: builtins.list[str] | None,
+        since: dict[str, WatchCursor] | None,
+        *,
+        live_only: bool = False,
+        resume_stream: bool = False,
+    ) -> WatchResponse:
         payload: dict[str, Any] = {"live_only": live_only}
         if agents is not None:
             payload["agents"] = agents
         if since:
             payload["since"] = {k: v.model_dump() for k, v in since.items()}
-        return await self._typed(WatchResponse, DaemonMessageType.WATCH, payload)
+        response = await self._typed(
+            WatchResponse, DaemonMessageType.WATCH, payload, resume_stream=resume_stream
+        )
+        self.watch_response = response
+        # Where each agent's stream starts: what is delivered from here on follows it.
+        self._positions = {
+            agent_id: WatchCursor(epoch=start.epoch, offset=start.from_offset)
+            for agent_id, start in response.agents.items()
+        }
+        return response
 
     async def next_frame(self, timeout: float | None = None) -> StreamEvent | Notice:
-        """The next frame of the watch stream. Raise NotConnected when it ended."""
-        if self._frames.empty() and self._closed_error is not None:
-            raise self._closed_error
-        try:
-            item = await asyncio.wait_for(self._frames.get(), timeout)
-        except TimeoutError:
-            raise RequestTimeout(f"no frame within {timeout:g}s") from None
-        if item is _END:
-            self._frames.put_nowait(_END)
-            raise self._closed_error or NotConnected("stream ended")
-        assert isinstance(item, StreamEvent | Notice)
-        return item
+        """The next frame of the watch stream. Raise NotConnected when it ended,
+        RequestTimeout when none came within ``timeout`` seconds."""
+        while True:
+            item = await self._core.next_stream(timeout, "frame")
+            if item is None:
+                await self._rewatch()
+                continue
+            frame = item[0]
+            self._advance(frame)
+            return frame
+
+    def _advance(self, frame: StreamEvent | Notice) -> None:
+        if isinstance(frame, StreamEvent):
+            position = self._positions.get(frame.agent_id)
+            epoch = position.epoch if position else ""
+            self._positions[frame.agent_id] = WatchCursor(epoch=epoch, offset=frame.offset)
+        elif frame.type == NoticeType.HOST_ATTACHED:
+            epoch = str(getattr(frame, "epoch", ""))
+            position = self._positions.get(frame.agent_id)
+            if position is None or position.epoch != epoch:  # another stream: its start
+                offset = getattr(frame, "from_offset", 0)
+                start = offset if isinstance(offset, int) else 0
+                self._positions[frame.agent_id] = WatchCursor(epoch=epoch, offset=start)
+
+    async def _rewatch(self) -> None:
+        # The queue overflowed and everything before the overflow was read: watch
+        # again after what was delivered. No frame of the old watch follows the
+        # unwatch response; the replay follows the new watch response.
+        if self._watching is None:  # unwatched meanwhile: nothing to resume
+            return
+        agents = None if self._watch_all else self._watching
+        since = {k: v for k, v in self._positions.items() if v.epoch}
+        await self._request(DaemonMessageType.UNWATCH)
+        self._watching = agents or []
+        await self._watch(agents, since, resume_stream=True)
 
 
 # --- the daemon process ------------------------------------------------------------------
