@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -132,17 +133,18 @@ class ClientCore(Generic[S]):
         """Why the connection is no longer usable (None while it is)."""
         return self._closed_error
 
-    async def connect(self) -> None:
+    async def connect(self, sock: socket.socket | None = None) -> None:
         """Connect and check the server's uid; does nothing when already connected.
 
-        Raise Forbidden (no permission on the socket, or a server of another user),
+        ``sock``: use this connected socket instead of connecting to ``socket_path``
+        (a socket handed over, or one end of a socketpair in tests). Raise Forbidden (no permission on the socket, or a server of another user),
         or the service's error from ``connect_error`` (nobody listens, no accept
         within ``connect_timeout``).
         """
         if self._writer is not None:
             return
         try:
-            reader, writer = await asyncio.wait_for(self._open(), self.connect_timeout)
+            reader, writer = await asyncio.wait_for(self._open(sock), self.connect_timeout)
         except PermissionError as exc:
             raise Forbidden(f"not allowed to connect to {self.socket_path}") from exc
         except (OSError, TimeoutError) as exc:
@@ -159,7 +161,11 @@ class ClientCore(Generic[S]):
         self._discarding = self._report_overflow = False
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(
+        self, sock: socket.socket | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if sock is not None:
+            return await asyncio.open_unix_connection(sock=sock, limit=READ_CHUNK)
         delay = _RETRY_FIRST
         while True:
             try:
