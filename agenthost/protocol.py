@@ -13,19 +13,20 @@ Requests and payloads from peers are validated here, at the edge. Our own events
 encoded by :class:`EventEncoder` without a model round trip because they are on the hot
 path; tests check that its output validates as :class:`StreamEvent`.
 
-The models live in :mod:`agenthost.models` and the framing in :mod:`agenthost.wire.framing`;
-both are re-exported here, so ``agenthost.protocol`` is the one place to import from.
+The models live in :mod:`agenthost.models`, the framing in :mod:`agenthost.wire.framing`
+and the envelope in :mod:`agenthost.wire.codec`; all are re-exported here, so
+``agenthost.protocol`` is the one place to import from. :data:`HOST_MESSAGES` is the
+host's message table (:class:`agenthost.wire.table.MessageTable`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 from json.encoder import encode_basestring
-from typing import Annotated, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agenthost.errors import ErrorCode, ProtocolError
 from agenthost.linesplit import Fragment
@@ -76,12 +77,10 @@ from agenthost.wire.codec import (
     encode_response_pieces,
     is_version_supported,
     parse_version,
-    short_text,
     to_utf8,
 )
 from agenthost.wire.framing import CLIENT_FRAME_LIMIT, DEFAULT_FRAME_LIMIT, FrameDecoder
-
-_log = logging.getLogger("agenthost.protocol")
+from agenthost.wire.table import MessageTable
 
 _NOT_PLAIN: Final = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 """A byte a JSON string cannot hold as is (controls, quote, backslash) or that is not
@@ -90,105 +89,43 @@ ASCII (needs UTF-8 validation): lines without any go into events as they are."""
 # --- requests --------------------------------------------------------------------
 
 
+HOST_MESSAGES: Final[MessageTable[MessageType, Response | StreamEvent]] = MessageTable(
+    service="host",
+    peer="host",
+    version=PROTOCOL_VERSION,
+    types=MessageType,
+    requests=REQUEST_PAYLOADS,
+    responses=RESPONSE_PAYLOADS,
+    frames={"response": Response, "event": StreamEvent},
+    logger="agenthost.protocol",
+    since=MESSAGE_SINCE,
+    values={"event_type": EventType, "agent_state": AgentState},
+)
+"""The host's messages: its requests, their payloads and responses, and the frames a
+client receives (responses and stream events)."""
+
+MESSAGE_ADAPTER: Final[TypeAdapter[Response | StreamEvent]] = HOST_MESSAGES.frame_adapter
+
+
 def validate_payload(request: Request) -> tuple[MessageType, BaseModel]:
     """Return the request's message type and its validated payload model.
 
     Raise :class:`RequestError` (``unknown_type`` or ``invalid_payload``).
     """
-    try:
-        mtype = MessageType(request.type)
-    except ValueError:
-        raise RequestError(
-            f"unknown message type: {request.type}",
-            code=ErrorCode.UNKNOWN_TYPE,
-            request_type=request.type,
-            request_id=request.id,
-        ) from None
-    model = REQUEST_PAYLOADS[mtype]
-    try:
-        return mtype, model.model_validate(request.payload or {})
-    except ValidationError as exc:
-        raise RequestError(
-            f"invalid payload for {mtype}: {describe_validation(exc)}",
-            code=ErrorCode.INVALID_PAYLOAD,
-            request_type=request.type,
-            request_id=request.id,
-        ) from None
-
-
-Message = Annotated[Response | StreamEvent, Field(discriminator="kind")]
-MESSAGE_ADAPTER: Final[TypeAdapter[Response | StreamEvent]] = TypeAdapter(Message)
+    return HOST_MESSAGES.validate(request)
 
 
 def decode_message(frame: bytes) -> Response | StreamEvent | None:
     """Decode a frame received from a host: a response or a stream event.
 
-    Frames of this package's hosts take one validating parse. Anything else goes
-    through a liberal second pass (see :func:`_decode_liberally`): frames without
-    ``kind`` (hosts of protocol 1.0 as first published), escaped lone surrogates, and
-    ``chat_entry`` objects of another shape are accepted. An object whose ``kind`` is a
-    string this version does not know gives None: the protocol tells clients to ignore
-    it (a later minor version may add kinds). Raise ProtocolError, with what is wrong,
-    if the frame is none of these.
+    Frames of this package's hosts take one validating parse; frames without ``kind``
+    (hosts of protocol 1.0 as first published), escaped lone surrogates and
+    ``chat_entry`` objects of another shape are accepted too
+    (:meth:`~agenthost.wire.table.MessageTable.decode_frame`). A ``kind`` this version
+    does not know gives None: the protocol tells clients to ignore it. Raise
+    ProtocolError, with what is wrong, if the frame is none of these.
     """
-    try:
-        return MESSAGE_ADAPTER.validate_json(frame)
-    except ValidationError:
-        pass
-    return _decode_liberally(frame)
-
-
-def _decode_liberally(frame: bytes) -> Response | StreamEvent | None:
-    # Off the hot path: only frames our own hosts never send get here, so the extra
-    # parse costs nothing to them.
-    try:
-        # json.loads, unlike pydantic's parser, takes escaped lone surrogates ("\ud800")
-        # that other encoders send; decode explicitly (bytes would be guessed UTF-16/32).
-        obj = json.loads(frame.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ProtocolError(
-            f"malformed frame from host: not JSON ({short_text(exc, 120)})"
-        ) from None
-    if not isinstance(obj, dict):
-        raise ProtocolError(
-            f"malformed frame from host: a JSON {type(obj).__name__}, not an object"
-        )
-    if "kind" not in obj:
-        # The reference host of protocol 1.0 sends no ``kind``: only its responses
-        # carry ``success``.
-        obj["kind"] = "response" if "success" in obj else "event"
-    kind = obj["kind"]
-    if isinstance(kind, str) and kind not in ("response", "event"):
-        _log.debug("frame of an unknown kind %r ignored", kind[:40])
-        return None
-    if kind == "event" and obj.get("chat_entry") is not None:
-        _tolerate_chat_entry(obj)
-    try:
-        return MESSAGE_ADAPTER.validate_python(obj)
-    except ValidationError as exc:
-        raise ProtocolError(f"malformed frame from host: {describe_validation(exc)}") from None
-
-
-def _tolerate_chat_entry(event: dict[str, Any]) -> None:
-    """A ``chat_entry`` that is not a HistoryEntry (e.g. Go field names, ``Role`` and
-    ``Content``) must not end the stream: the event keeps its place, the entry goes
-    into ``data`` as JSON text and ``chat_entry`` is left out."""
-    entry = event["chat_entry"]
-    try:
-        HistoryEntry.model_validate(entry)
-    except ValidationError:
-        pass
-    else:
-        return
-    event["chat_entry"] = None
-    if event.get("data") is None:
-        event["data"] = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
-    keys = sorted(entry)[:8] if isinstance(entry, dict) else type(entry).__name__
-    _log.info(
-        "chat_entry of an unknown shape at offset %s, delivered as raw data (%s)",
-        event.get("offset"),
-        keys,
-    )
+    return HOST_MESSAGES.decode_frame(frame)
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -346,6 +283,7 @@ __all__ = [
     "EventEncoder",
     "EventType",
     "FrameDecoder",
+    "HOST_MESSAGES",
     "HistoryEntry",
     "HistoryRequest",
     "HistoryResponse",

@@ -17,7 +17,6 @@ A ``daemon.watch`` stream carries two kinds of frames after the response:
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -27,23 +26,24 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
-    TypeAdapter,
-    ValidationError,
     field_validator,
 )
 
-from agenthost.errors import ErrorCode, InvalidAgentId, ProtocolError
+from agenthost.errors import InvalidAgentId, ProtocolError
 from agenthost.models import OpenModel, PeerModel, Timestamp
 from agenthost.paths import validate_agent_id
 from agenthost.protocol import (
+    AgentState,
     EmptyRequest,
+    EventType,
     Request,
-    RequestError,
     Response,
     StopResponse,
     StreamEvent,
 )
 from agenthost.timefmt import now_rfc3339
+from agenthost.wire.codec import dump_line
+from agenthost.wire.table import MessageTable
 
 DAEMON_PROTOCOL_VERSION: Final = "1.0"
 """The version of the ``daemon.*`` message set (``MAJOR.MINOR``). The envelope's own
@@ -350,6 +350,38 @@ DAEMON_REQUEST_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel]]] = {
     DaemonMessageType.UNWATCH: EmptyRequest,
 }
 
+DAEMON_RESPONSE_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel] | None]] = {
+    DaemonMessageType.PING: DaemonPingResponse,
+    DaemonMessageType.SPAWN: SpawnResponse,
+    DaemonMessageType.LIST: DaemonListResponse,
+    DaemonMessageType.STOP: DaemonStopResponse,
+    DaemonMessageType.FORGET: ForgetResponse,
+    DaemonMessageType.WATCH: WatchResponse,
+    DaemonMessageType.UNWATCH: None,
+}
+
+DaemonFrame = Response | StreamEvent | Notice
+"""What a client of the daemon receives."""
+
+DAEMON_MESSAGES: Final[MessageTable[DaemonMessageType, DaemonFrame]] = MessageTable(
+    service="daemon",
+    peer="the daemon",
+    version=DAEMON_PROTOCOL_VERSION,
+    types=DaemonMessageType,
+    requests=DAEMON_REQUEST_PAYLOADS,
+    responses=DAEMON_RESPONSE_PAYLOADS,
+    frames={"response": Response, "event": StreamEvent, "notice": Notice},
+    logger="agenthost.daemon.protocol",
+    values={
+        "event_type": EventType,
+        "agent_state": AgentState,
+        "notice_type": NoticeType,
+        "agent_status": AgentStatus,
+    },
+)
+"""The daemon's messages: its requests, their payloads and responses, and the frames of
+its clients (responses, the hosts' events, its notices)."""
+
 
 def validate_daemon_payload(request: Request) -> tuple[DaemonMessageType, BaseModel]:
     """The request's daemon message type and its validated payload.
@@ -357,24 +389,7 @@ def validate_daemon_payload(request: Request) -> tuple[DaemonMessageType, BaseMo
     Raise :class:`~agenthost.protocol.RequestError` (``unknown_type`` or
     ``invalid_payload``), like :func:`agenthost.protocol.validate_payload` for hosts.
     """
-    try:
-        mtype = DaemonMessageType(request.type)
-    except ValueError:
-        raise RequestError(
-            f"unknown message type: {request.type}",
-            code=ErrorCode.UNKNOWN_TYPE,
-            request_type=request.type,
-            request_id=request.id,
-        ) from None
-    try:
-        return mtype, DAEMON_REQUEST_PAYLOADS[mtype].model_validate(request.payload or {})
-    except ValidationError as exc:
-        raise RequestError(
-            f"invalid payload for {mtype}: {describe_validation(exc)}",
-            code=ErrorCode.INVALID_PAYLOAD,
-            request_type=request.type,
-            request_id=request.id,
-        ) from None
+    return DAEMON_MESSAGES.validate(request)
 
 
 def encode_notice(ntype: NoticeType, agent_id: str, **fields: Any) -> bytes:
@@ -386,30 +401,18 @@ def encode_notice(ntype: NoticeType, agent_id: str, **fields: Any) -> bytes:
         "timestamp": now_rfc3339(),
     }
     obj.update((k, v) for k, v in fields.items() if v is not None)
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    return dump_line(obj)
 
 
-DaemonFrame = Annotated[Response | StreamEvent | Notice, Field(discriminator="kind")]
-_FRAME_ADAPTER: Final[TypeAdapter[Response | StreamEvent | Notice]] = TypeAdapter(DaemonFrame)
+def decode_daemon_frame(frame: bytes) -> DaemonFrame:
+    """Decode a frame the daemon sent: a response, a host event or a notice.
 
-
-def decode_daemon_frame(frame: bytes) -> Response | StreamEvent | Notice:
-    """Decode a frame the daemon sent: a response, a host event or a notice."""
-    try:
-        return _FRAME_ADAPTER.validate_json(frame)
-    except ValidationError as exc:
-        raise ProtocolError(
-            f"malformed frame from the daemon: {describe_validation(exc)}"
-        ) from None
-
-
-def describe_validation(exc: ValidationError, limit: int = 5) -> str:
-    """A one-line summary of a validation error (its first ``limit`` problems)."""
-    parts = []
-    for err in exc.errors(include_url=False)[:limit]:
-        loc = ".".join(str(p) for p in err["loc"]) or "payload"
-        parts.append(f"{loc}: {err['msg']}")
-    more = exc.error_count() - len(parts)
-    if more > 0:
-        parts.append(f"and {more} more")
-    return "; ".join(parts)
+    As liberal as the hosts' decoder (:meth:`~agenthost.wire.table.MessageTable.decode_frame`:
+    escaped lone surrogates, a host event of protocol 1.0), except that a ``kind`` this
+    version does not know is an error here; a client that should skip those uses
+    ``DAEMON_MESSAGES.decode_frame``, which gives None for them.
+    """
+    message = DAEMON_MESSAGES.decode_frame(frame)
+    if message is None:
+        raise ProtocolError("malformed frame from the daemon: a frame of an unknown kind")
+    return message

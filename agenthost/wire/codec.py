@@ -103,7 +103,8 @@ def decode_request(frame: bytes) -> Request:
 
     Checks the envelope only (a JSON object with a string ``type``, an optional string
     or integer ``id``, an optional object ``payload``, a supported
-    ``protocol_version``); the payload is checked by :func:`validate_payload`.
+    ``protocol_version``); the payload is checked by the service's message table
+    (:meth:`agenthost.wire.table.MessageTable.validate`).
     """
     try:
         # Frames are UTF-8: decode explicitly (json.loads(bytes) would guess UTF-16/32).
@@ -293,9 +294,11 @@ def short_text(exc: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def describe_validation(exc: ValidationError) -> str:
+def describe_validation(exc: ValidationError, limit: int = 5) -> str:
+    """A one-line summary of a validation error (its first ``limit`` problems), the
+    text of ``invalid_payload`` errors and of malformed frames."""
     parts = []
-    for err in exc.errors(include_url=False)[:5]:
+    for err in exc.errors(include_url=False)[:limit]:
         loc = ".".join(str(p) for p in err["loc"]) or "payload"
         parts.append(f"{loc}: {err['msg']}")
     more = exc.error_count() - len(parts)
