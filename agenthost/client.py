@@ -95,8 +95,9 @@ class AsyncClient:
     Give an ``agent_id`` (its socket is found under ``home``, default
     ``$AGENTHOST_HOME``) or a ``socket_path``. ``connect_timeout`` and
     ``request_timeout`` are in seconds; ``check_version=False`` skips the protocol check
-    of :meth:`connect`. The connection opens on :meth:`connect`, on ``async with``, or
-    on the first request. Raise ValueError if neither ``agent_id`` nor ``socket_path``
+    of :meth:`connect`; ``stream_limit`` bounds the unread events it queues (below).
+    The connection opens on :meth:`connect`, on ``async with``, or on the first
+    request. Raise ValueError if neither ``agent_id`` nor ``socket_path``
     is given, InvalidAgentId for an id that is not one.
 
     Every request raises, besides the errors it names: HostNotFound (no host answers),

@@ -115,6 +115,11 @@ class DaemonClient:
         """True while the connection is open and usable."""
         return self._core.connected
 
+    @property
+    def frames_queued(self) -> int:
+        """Watch frames received and not yet read (at most ``stream_limit.items``)."""
+        return self._core.queued
+
     async def connect(self) -> None:
         """Connect; raise DaemonNotRunning if nothing answers on the socket, Forbidden
         if the socket or its server is another user's."""

@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import uvloop
 
-from agenthost.daemon.client import DaemonClient
+from agenthost.daemon.client import FRAME_QUEUE, DaemonClient
+from agenthost.daemon.protocol import WatchCursor
+from agenthost.protocol import StreamEvent
+
+from daemontools import daemon_world, flood_command
+from hosttools import DEADLINE, RawConn, wait_for
 
 
 @contextlib.contextmanager
@@ -73,3 +78,43 @@ def test_connect_to_no_socket_still_says_no_daemon_at_once(home: Path) -> None:
         assert info.value.hint
 
     uvloop.run(asyncio.wait_for(main(), 5))
+
+
+def test_a_watch_nobody_reads_never_holds_up_a_request_and_loses_nothing(home: Path) -> None:
+    count = 20_000
+    with daemon_world(home) as world:
+        world.start_daemon()
+        world.spawn("f1", flood_command("--count", str(count), "--rate", "0"))
+
+        def head() -> tuple[int, str]:
+            with RawConn(home / "hosts" / "f1.sock") as host:
+                answer = host.request("host.attach", {"offset": 1 << 62})["payload"]
+                return int(answer["stream_offset"]), str(answer["epoch"])
+
+        wait_for(lambda: head()[0] > count, what="the flood journaled")
+        last, epoch = head()
+
+        async def main() -> list[int]:
+            async with DaemonClient(home, request_timeout=30) as client:
+                # from the start of the stream: a backfill of the host's journal
+                await client.watch(["f1"], {"f1": WatchCursor(epoch=epoch, offset=0)})
+                await until(lambda: client.frames_queued >= FRAME_QUEUE)
+                await asyncio.wait_for(client.ping(), 5)  # nobody reads the watch
+                seen: list[int] = []
+                while not seen or seen[-1] < last:
+                    frame = await client.next_frame(DEADLINE)
+                    if isinstance(frame, StreamEvent):
+                        seen.append(frame.offset)
+                return seen
+
+        seen = uvloop.run(asyncio.wait_for(main(), 120))
+        assert seen == list(range(1, last + 1))
+
+
+async def until(predicate: Callable[[], bool], timeout: float = DEADLINE) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "timed out waiting for a condition"
+        await asyncio.sleep(0.005)  # polling interval of a condition wait
