@@ -21,6 +21,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    WithJsonSchema,
 )
 
 from agenthost.timefmt import format_datetime
@@ -88,6 +89,9 @@ Timestamp = Annotated[
     datetime,
     AfterValidator(_to_utc),
     PlainSerializer(format_datetime, return_type=str, when_used="json"),
+    # What the published JSON Schema says (``agenthost schema``): without it, the
+    # serializer's ``str`` would lose the format.
+    WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 """A UTC datetime that serializes as RFC 3339 with a ``Z`` suffix."""
 

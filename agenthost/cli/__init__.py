@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "daemon": ("agenthost.cli.daemon", "daemon"),
     "run": ("agenthost.cli.daemon", "run"),
     "forget": ("agenthost.cli.daemon", "forget"),
+    "schema": ("agenthost.cli.schema", "schema"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 
