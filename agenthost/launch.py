@@ -14,13 +14,13 @@ import secrets
 import select
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
+from agenthost.hostoptions import HostOptions
 from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
 
@@ -44,19 +44,20 @@ class HostStartError(AgentHostError):
 
 
 def spawn_detached(
-    agent_id: str,
-    serve_args: Sequence[str],
+    options: HostOptions,
     *,
-    home: Path,
     timeout: float = 15.0,
     env: Mapping[str, str] | None = None,
 ) -> DetachedHost:
-    """Run ``agenthost serve --agent-id ID --home HOME SERVE_ARGS...`` in the background.
+    """Run ``agenthost serve`` with ``options`` in the background.
 
-    Return once the host is serving; raise HostStartError with the end of its log if it
-    exits first (e.g. a host for that agent is already running) or is not ready within
-    ``timeout`` seconds (then it is killed).
+    ``env`` is the host's environment (default: ours); the agent's own (``options.env``)
+    is added to it, never put on the command line. Return once the host is serving;
+    raise HostStartError with the end of its log if it exits first (e.g. a host for
+    that agent is already running) or is not ready within ``timeout`` seconds (then it
+    is killed).
     """
+    agent_id, home = options.agent_id, options.home
     if is_lock_held(lock_path(home, agent_id)):
         info = read_lock_info(lock_path(home, agent_id)) or {}
         pid = info.get("pid")
@@ -68,22 +69,11 @@ def spawn_detached(
     ensure_private_dir(home)  # refused if another user owns it (the host checks again)
     ensure_private_dir(logs_dir(home))
     log_file = log_path(home, agent_id)
-    argv = [
-        sys.executable,
-        "-m",
-        "agenthost",
-        "serve",
-        "--agent-id",
-        agent_id,
-        "--home",
-        str(home),
-        *serve_args,
-    ]
     try:
         pid = start_in_background(
-            argv,
+            options.command_line(),
             log_file,
-            env=dict(os.environ if env is None else env),
+            env={**(os.environ if env is None else env), **options.to_env()},
             timeout=timeout,
             what=f"the host for {agent_id!r}",
         )

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -18,6 +22,8 @@ from agenthost.cli.common import (
     print_json,
     remember_agent_id,
 )
+from agenthost.hostoptions import DEFAULT_JOURNAL, DEFAULTS, HostOptions
+from agenthost.journal.writer import JournalConfig, SyncPolicy
 from agenthost.log import LEVELS
 
 
@@ -26,58 +32,65 @@ from agenthost.log import LEVELS
 @click.option(
     "--linger",
     type=click.FloatRange(min=0),
-    default=600.0,
+    default=DEFAULTS.linger,
     help="Seconds the host keeps serving after the agent exited.",
 )
 @click.option(
     "--stop-timeout",
     type=click.FloatRange(min=0),
-    default=10.0,
+    default=DEFAULTS.stop_timeout,
     help="On SIGTERM/SIGINT: seconds between SIGTERM and SIGKILL to the agent.",
 )
-@click.option("--ring-size", type=click.IntRange(min=1), default=1000, help="Events kept.")
 @click.option(
-    "--ring-bytes", type=click.IntRange(min=1024), default=16 << 20, help="Bytes of events kept."
+    "--ring-size", type=click.IntRange(min=1), default=DEFAULTS.ring_size, help="Events kept."
+)
+@click.option(
+    "--ring-bytes",
+    type=click.IntRange(min=1024),
+    default=DEFAULTS.ring_bytes,
+    help="Bytes of events kept.",
 )
 @click.option(
     "--client-buffer",
     type=click.IntRange(min=4096),
-    default=16 << 20,
+    default=DEFAULTS.client_buffer,
     help="Bytes queued per client before it lags (is served from the ring instead).",
 )
 @click.option("--no-journal", is_flag=True, help="Keep events in memory only (no journal).")
 @click.option(
     "--journal-sync",
-    type=click.Choice(["interval", "always", "none"]),
-    default="interval",
+    type=click.Choice([policy.value for policy in SyncPolicy]),
+    default=DEFAULT_JOURNAL.sync.value,
     help="When the journal waits for the disk (see docs/journal.md).",
 )
 @click.option(
     "--journal-sync-interval",
     type=click.FloatRange(min=0.01),
-    default=1.0,
+    default=DEFAULT_JOURNAL.sync_interval,
     help="Seconds between journal fsyncs (--journal-sync interval).",
 )
 @click.option(
     "--journal-max-bytes",
     type=click.IntRange(min=0),
-    default=1 << 30,
+    default=DEFAULT_JOURNAL.max_bytes,
     help="Journal size kept per agent; the oldest segments go first (0: no limit).",
 )
 @click.option(
     "--journal-max-age",
     type=click.FloatRange(min=0),
-    default=30 * 86400.0,
+    default=DEFAULT_JOURNAL.max_age,
     help="Seconds journal segments are kept (0: no limit).",
 )
 @click.option(
     "--journal-segment-bytes",
     type=click.IntRange(min=4096),
-    default=16 << 20,
+    default=DEFAULT_JOURNAL.segment_bytes,
     help="Size at which a new journal segment is started (advanced).",
 )
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
-@click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
+@click.option(
+    "--log-level", type=click.Choice(LEVELS), default=DEFAULTS.log_level, help="Log verbosity."
+)
 @home_option
 @json_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -119,38 +132,13 @@ def serve(
     arguments for the demo agent (e.g. -- --pace 0).
     """
     # usage errors before anything starts, in the foreground and with --detach alike
-    root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
-    from agenthost.agentenv import pack, unpack
-
-    # from a parent that started us in the background (the daemon, --detach), then ours
-    extra_env = {**unpack(os.environ), **parse_pairs(env)}
+    check_agent(agent_id, home, kind, resume, agent_opts, command)
+    options = options_from_params(click.get_current_context().params)
     if detach:
         from agenthost.launch import spawn_detached
 
-        args = ["--agent", kind, "--linger", str(linger), "--stop-timeout", str(stop_timeout)]
-        args += ["--ring-size", str(ring_size), "--ring-bytes", str(ring_bytes)]
-        args += ["--client-buffer", str(client_buffer)]
-        if no_journal:
-            args.append("--no-journal")
-        args += ["--journal-sync", journal_sync]
-        args += ["--journal-sync-interval", str(journal_sync_interval)]
-        args += ["--journal-max-bytes", str(journal_max_bytes)]
-        args += ["--journal-max-age", str(journal_max_age)]
-        args += ["--journal-segment-bytes", str(journal_segment_bytes)]
-        args += ["--cwd", str((cwd or Path.cwd()).absolute()), "--log-level", log_level]
-        args += ["--project", project]
-        for flag, value in (("--task", task), ("--description", description)):
-            if value is not None:
-                args += [flag, value]
-        for item in agent_opts:
-            args += ["--agent-opt", item]
-        if resume is not None:
-            args += ["--resume", resume]
-        # the agent's environment travels in the host's environment, never on its
-        # command line, which any user can read
-        started = spawn_detached(
-            agent_id, [*args, "--", *command], home=root, env={**os.environ, **pack(extra_env)}
-        )
+        # the background host must not depend on the directory it was started from
+        started = spawn_detached(replace(options, cwd=(cwd or Path.cwd()).absolute()))
         if as_json:
             print_json(
                 {
@@ -169,39 +157,53 @@ def serve(
         return
     from agenthost.host.host import HostConfig
     from agenthost.host.run import run_host
-    from agenthost.journal import JournalConfig, SyncPolicy
     from agenthost.log import configure_logging
 
-    configure_logging(log_level)
+    configure_logging(options.log_level)
+    # For the life of this process, not only while run_host has its handler in: a late
+    # "re-create your socket" from a daemon must not turn a clean exit into a kill.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    run_host(HostConfig.from_options(options))
+
+
+def options_from_params(params: Mapping[str, Any]) -> HostOptions:
+    """The host options of a parsed ``serve`` command line (its ``Context.params``).
+
+    The agent's environment is what a parent that started us in the background (the
+    daemon, ``serve --detach``) handed over, taken out of ours, then ``--env``.
+    """
+    from agenthost.agentenv import unpack
+    from agenthost.paths import resolve_home
+
     journal = None
-    if not no_journal:
+    if not params["no_journal"]:
         journal = JournalConfig(
-            sync=SyncPolicy(journal_sync),
-            sync_interval=journal_sync_interval,
-            max_bytes=journal_max_bytes,
-            max_age=journal_max_age,
-            segment_bytes=journal_segment_bytes,
+            sync=SyncPolicy(params["journal_sync"]),
+            sync_interval=params["journal_sync_interval"],
+            max_bytes=params["journal_max_bytes"],
+            max_age=params["journal_max_age"],
+            segment_bytes=params["journal_segment_bytes"],
         )
-    config = HostConfig(
-        agent_id=agent_id,
-        home=root,
-        agent=kind,
-        command=command,
-        cwd=cwd,
-        project=project,
-        task=task,
-        description=description,
-        env=extra_env,
-        linger=linger,
-        stop_timeout=stop_timeout,
-        ring_size=ring_size,
-        ring_bytes=ring_bytes,
-        client_buffer=client_buffer,
-        resume=resume,
-        agent_params=params,
+    return HostOptions(
+        agent_id=params["agent_id"],
+        home=resolve_home(params["home"]),
+        agent=params["kind"],
+        command=tuple(params["command"]),
+        cwd=params["cwd"],
+        env={**unpack(os.environ), **parse_pairs(params["env"])},
+        project=params["project"],
+        task=params["task"],
+        description=params["description"],
+        agent_opts=parse_pairs(params["agent_opts"], "--agent-opt"),
+        resume=params["resume"],
+        linger=params["linger"],
+        stop_timeout=params["stop_timeout"],
+        ring_size=params["ring_size"],
+        ring_bytes=params["ring_bytes"],
+        client_buffer=params["client_buffer"],
         journal=journal,
+        log_level=params["log_level"],
     )
-    run_host(config)
 
 
 @click.command()
@@ -230,7 +232,7 @@ def demo(agent_id: str, no_attach: bool, home: Path | None) -> None:
             client.ping()
         click.echo(f"demo host {agent_id!r} is already running", err=True)
     except HostNotFound:
-        started = spawn_detached(agent_id, ["--agent", "demo"], home=root)
+        started = spawn_detached(HostOptions(agent_id, root, agent="demo"))
         click.echo(f"started demo host {agent_id!r} (pid {started.pid})", err=True)
         with Client(agent_id, home=root) as client:
             client.send("Hello! What can you do?")

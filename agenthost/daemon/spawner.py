@@ -26,17 +26,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import structlog
 
-from agenthost.agentenv import pack
 from agenthost.client import AsyncClient
 from agenthost.daemon.protocol import SpawnSpec
 from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
+from agenthost.hostoptions import DEFAULTS, HostOptions
 from agenthost.launch import HostStartError
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
@@ -44,6 +43,7 @@ from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, s
 log = structlog.get_logger("agenthost.daemon.spawner")
 
 HostScope = Literal["auto", "systemd", "session"]
+_T = TypeVar("_T")
 
 # What belongs to the daemon's service manager, not to the hosts it starts.
 _PRIVATE_ENV: Final = (
@@ -71,28 +71,33 @@ class SpawnedHost:
     unit: str | None = None
 
 
-def serve_args(spec: SpawnSpec, *, resume: str | None = None, log_level: str = "info") -> list[str]:
-    """The ``agenthost serve`` options (after ``--agent-id`` and ``--home``) for ``spec``."""
-    args = ["--agent", spec.agent, "--project", spec.project, "--log-level", log_level]
-    if spec.cwd is not None:
-        args += ["--cwd", spec.cwd]
-    for flag, value in (("--task", spec.task), ("--description", spec.description)):
-        if value is not None:
-            args += [flag, value]
-    for key, value in sorted(spec.agent_opts.items()):
-        args += ["--agent-opt", f"{key}={value}"]
-    resume = resume if resume is not None else spec.resume
-    if resume is not None:
-        args += ["--resume", resume]
-    for flag, number in (
-        ("--linger", spec.linger),
-        ("--stop-timeout", spec.stop_timeout),
-        ("--ring-size", spec.ring_size),
-        ("--ring-bytes", spec.ring_bytes),
-    ):
-        if number is not None:
-            args += [flag, str(number)]
-    return [*args, "--", *spec.command]
+def host_options(
+    spec: SpawnSpec, home: Path, *, resume: str | None = None, log_level: str = "info"
+) -> HostOptions:
+    """The options of the host that runs ``spec`` (``resume`` overrides the spec's);
+    what the spec leaves unset keeps the host's default."""
+    return HostOptions(
+        agent_id=spec.agent_id,
+        home=home,
+        agent=spec.agent,
+        command=tuple(spec.command),
+        cwd=Path(spec.cwd) if spec.cwd is not None else None,
+        env=dict(spec.env),
+        project=spec.project,
+        task=spec.task,
+        description=spec.description,
+        agent_opts=dict(spec.agent_opts),
+        resume=resume if resume is not None else spec.resume,
+        linger=_given(spec.linger, DEFAULTS.linger),
+        stop_timeout=_given(spec.stop_timeout, DEFAULTS.stop_timeout),
+        ring_size=_given(spec.ring_size, DEFAULTS.ring_size),
+        ring_bytes=_given(spec.ring_bytes, DEFAULTS.ring_bytes),
+        log_level=log_level,
+    )
+
+
+def _given(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
 
 
 class Spawner:
@@ -164,12 +169,8 @@ class Spawner:
             raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
         ensure_private_dir(logs_dir(self.home))
         log_file = log_path(self.home, agent_id)
-        argv = [sys.executable, "-m", "agenthost", "serve", "--agent-id", agent_id]
-        argv += [
-            "--home",
-            str(self.home),
-            *serve_args(spec, resume=resume, log_level=self.log_level),
-        ]
+        options = host_options(spec, self.home, resume=resume, log_level=self.log_level)
+        argv = options.command_line()
         unit = None
         if self.scope == "systemd":
             unit = f"agenthost-host-{agent_id}-{secrets.token_hex(3)}"
@@ -186,7 +187,7 @@ class Spawner:
             ]
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         # the agent's environment never goes on the host's command line (world-readable)
-        env.update(pack(spec.env))
+        env.update(options.to_env())
         name = f"agenthost-daemon-{secrets.token_hex(8)}"
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         try:

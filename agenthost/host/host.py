@@ -21,7 +21,7 @@ import os
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ from agenthost.errors import AgentNotRunning, Busy, ConfigError, InvalidPayload,
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
 from agenthost.host.server import Connection, HostServer, Pieces, Reply
 from agenthost.host.stream import AgentStream
+from agenthost.hostoptions import DEFAULTS, HostOptions
 from agenthost.journal import JournalConfig, JournalWriter
 from agenthost.linesplit import LineSplitter
 from agenthost.lockfile import HostLock
@@ -65,6 +66,7 @@ from agenthost.protocol import (
     AgentInfo,
     AgentState,
     AttachRequest,
+    EmptyRequest,
     HistoryRequest,
     HostInfo,
     InterruptResponse,
@@ -87,6 +89,9 @@ from agenthost.timefmt import go_duration, rfc3339, short_duration
 
 log = structlog.get_logger("agenthost.host")
 
+Handler = Callable[[Connection, Any, Request], Reply]
+"""A request's handler: its payload is the model of its type (see ``Host.dispatch``)."""
+
 DEFAULT_STOP_TIMEOUT = 30.0
 _SEND_KEYS_KEPT = 1000
 # Environment variables that belong to the host's service manager, not to the agent.
@@ -102,30 +107,57 @@ _PRIVATE_ENV = (
 
 @dataclass(frozen=True)
 class HostConfig:
-    """Everything a host needs to run one agent. Sizes are bytes, times seconds."""
+    """Everything a host needs to run one agent. Sizes are bytes, times seconds.
+
+    :meth:`from_options` builds it from the options ``agenthost serve`` takes, whose
+    defaults are these; the rest are the host's own limits.
+    """
 
     agent_id: str
     home: Path
-    agent: str = "demo"
+    agent: str = DEFAULTS.agent
     command: tuple[str, ...] = ()
     cwd: Path | None = None
     project: str = ""
     task: str | None = None
     description: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
-    linger: float = 600.0
-    stop_timeout: float = 10.0
-    ring_size: int = 1000
-    ring_bytes: int = 16 << 20
+    linger: float = DEFAULTS.linger
+    stop_timeout: float = DEFAULTS.stop_timeout
+    ring_size: int = DEFAULTS.ring_size
+    ring_bytes: int = DEFAULTS.ring_bytes
     history_size: int = 1000
     history_bytes: int = 16 << 20
     max_frame: int = 1 << 20
-    client_buffer: int = 16 << 20
+    client_buffer: int = DEFAULTS.client_buffer
     stdin_limit: int = 4 << 20
     resume: str | None = None
     agent_params: Mapping[str, str] = field(default_factory=dict)
-    journal: JournalConfig | None = field(default_factory=JournalConfig)
+    journal: JournalConfig | None = DEFAULTS.journal
     """None: no journal (the ring only; a new epoch at every start)."""
+
+    @classmethod
+    def from_options(cls, options: HostOptions) -> HostConfig:
+        """The configuration of a host started with ``options``."""
+        return cls(
+            agent_id=options.agent_id,
+            home=options.home,
+            agent=options.agent,
+            command=options.command,
+            cwd=options.cwd,
+            project=options.project,
+            task=options.task,
+            description=options.description,
+            env=options.env,
+            linger=options.linger,
+            stop_timeout=options.stop_timeout,
+            ring_size=options.ring_size,
+            ring_bytes=options.ring_bytes,
+            client_buffer=options.client_buffer,
+            resume=options.resume,
+            agent_params=options.agent_opts,
+            journal=options.journal,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +168,10 @@ class StopResult:
 
 
 class Host:
-    """A running host. Create it, then ``await run()`` on a uvloop event loop."""
+    """A running host. Create it, then ``await run()`` on a uvloop event loop.
+
+    It installs no signal handlers: its entry point does (:mod:`agenthost.host.run`),
+    and calls :meth:`on_stop_signal` and :meth:`on_rebind_signal`."""
 
     def __init__(self, config: HostConfig) -> None:
         self.config = config
@@ -187,6 +222,9 @@ class Host:
         self._shutdown: asyncio.Event | None = None
         self._linger: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._serving = False
+        self.handlers: Mapping[MessageType, Handler] = self._handler_table()
+        """The handler of every request type (``dispatch`` looks it up)."""
 
     # --- life cycle -------------------------------------------------------------------
 
@@ -197,10 +235,6 @@ class Host:
         # socket of their own where clients look for ours
         ensure_private_dir(self.config.home)
         ensure_private_dir(hosts_dir(self.config.home))
-        # Once the lock is held, a daemon that finds no socket may send SIGUSR1 ("re-
-        # create your socket"); its default action would kill a host still starting.
-        # The socket is about to be bound anyway: ignore it until the handler is in.
-        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         self.lock.acquire()
         try:
             # We hold the lock, so a socket file at our path is a dead host's leftover.
@@ -209,8 +243,8 @@ class Host:
                 log.info("socket.stale_removed", path=str(self.socket_path))
             repair_note = self._open_journal()
             await self.server.start()
+            self._serving = True
             self._write_lock_info()
-            self._install_signals()
             log.info(
                 "host.started",
                 agent_id=self.agent_id,
@@ -220,7 +254,8 @@ class Host:
             )
             if repair_note is not None:
                 self.stream.publish([ErrorNote(repair_note)])
-            self._spawn_agent()
+            if self._stop_task is None:  # else a stop signal came while starting
+                self._spawn_agent()
             sd_notify(f"READY=1\nMAINPID={os.getpid()}")
             await self._shutdown.wait()
         finally:
@@ -284,29 +319,31 @@ class Host:
         if self.stream.state is AgentState.STARTING:
             self.stream.publish([StateChange(self.adapter.initial_state())])
 
-    def _install_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the host outlives terminals
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_stop_signal, sig)
-        loop.add_signal_handler(signal.SIGUSR1, self._on_rebind_signal)
+    # --- signals (installed by the entry point, :func:`agenthost.host.run.serve_host`) ---
 
-    def _on_stop_signal(self, sig: int) -> None:
+    def on_stop_signal(self, sig: int) -> None:
+        """SIGTERM or SIGINT: stop the agent (``stop_timeout``), then the host; a second
+        one kills the agent at once."""
         log.info("host.signal", signal=signal.Signals(sig).name)
         if self._stop_task is not None or (self._shutdown and self._shutdown.is_set()):
             # A second SIGTERM/SIGINT during a stop or the shutdown: no more waiting.
-            # (The handlers stay installed until the loop closes, so a late signal
+            # (The handlers stay installed until run() returns, so a late signal
             # never kills the host before it removed its socket and lock.)
             self.process.signal_group(signal.SIGKILL)
             return
         task = self.request_stop(force=False, timeout=self.config.stop_timeout)
         task.add_done_callback(lambda _t: self._begin_shutdown())
 
-    def _on_rebind_signal(self) -> None:
-        self._spawn(self.server.rebind())
+    def on_rebind_signal(self) -> None:
+        """SIGUSR1, a daemon's "re-create your socket": bind it again if it is gone.
+
+        Ignored while the host is not serving (before its socket is first bound, which
+        happens anyway, and once it is closing)."""
+        if self._serving:
+            self._spawn(self.server.rebind())
 
     def _begin_shutdown(self) -> None:
+        self._serving = False  # the socket is going: a SIGUSR1 must not bring it back
         if self._shutdown is not None:
             self._shutdown.set()
 
@@ -318,6 +355,7 @@ class Host:
         self._linger = loop.call_later(max(0.0, self.config.linger), self._begin_shutdown)
 
     async def _close(self) -> None:
+        self._serving = False
         if self._linger is not None:
             self._linger.cancel()
         if self.process.running:
@@ -437,41 +475,51 @@ class Host:
     def dispatch(
         self, conn: Connection, mtype: MessageType, payload: BaseModel, request: Request
     ) -> Reply:
-        """Serve one validated request (called by the server, in order per connection)."""
-        if mtype is MessageType.PING:
-            return encode_response(mtype, request.id, self._ping_payload())
-        if mtype is MessageType.STATUS:
-            return encode_response(mtype, request.id, self.status())
-        if mtype is MessageType.LIST:
-            return encode_response(mtype, request.id, ListResponse(agents=[self.agent_info()]))
-        if mtype is MessageType.ATTACH:
-            assert isinstance(payload, AttachRequest)
-            response, start = self.stream.attach_plan(payload.offset)
-            conn.send(encode_response(mtype, request.id, response))
-            conn.attach(start)
-            log.info("client.attached", peer_pid=conn.peer_pid, start=start)
-            return None
-        if mtype is MessageType.DETACH:
-            conn.detach()
-            return encode_response(mtype, request.id)
-        if mtype is MessageType.HISTORY:
-            assert isinstance(payload, HistoryRequest)
-            if payload.before is None and payload.after is None:
-                return self.stream.history_page(request.id, payload.limit)
-            return self._history_from_journal(payload, request)
-        if mtype is MessageType.SEND:
-            assert isinstance(payload, SendRequest)
-            return encode_response(mtype, request.id, self.send(payload.input, payload.key))
-        if mtype is MessageType.INTERRUPT:
-            return encode_response(mtype, request.id, self.interrupt())
-        if mtype is MessageType.PENDING:
-            pending = PendingResponse(requests=self.stream.pending_requests())
-            return encode_response(mtype, request.id, pending)
-        if mtype is MessageType.RESPOND:
-            assert isinstance(payload, RespondRequest)
-            return encode_response(mtype, request.id, self.respond(payload))
-        assert mtype is MessageType.STOP and isinstance(payload, StopRequest)
-        return self._stop_reply(payload, request)
+        """Serve one validated request (called by the server, in order per connection).
+
+        ``payload`` is the model :data:`REQUEST_PAYLOADS` names for ``mtype``: the
+        server validated both, so every type that reaches here has its handler.
+        """
+        return self.handlers[mtype](conn, payload, request)
+
+    def _handler_table(self) -> dict[MessageType, Handler]:
+        return {
+            MessageType.PING: _no_payload(self._ping_payload),
+            MessageType.STATUS: _no_payload(self.status),
+            MessageType.LIST: _no_payload(lambda: ListResponse(agents=[self.agent_info()])),
+            MessageType.ATTACH: self._attach,
+            MessageType.DETACH: self._detach,
+            MessageType.HISTORY: self._history,
+            MessageType.SEND: self._send,
+            MessageType.INTERRUPT: _no_payload(self.interrupt),
+            MessageType.PENDING: _no_payload(
+                lambda: PendingResponse(requests=self.stream.pending_requests())
+            ),
+            MessageType.RESPOND: self._respond,
+            MessageType.STOP: self._stop_reply,
+        }
+
+    def _attach(self, conn: Connection, payload: AttachRequest, request: Request) -> Reply:
+        response, start = self.stream.attach_plan(payload.offset)
+        conn.send(_answer(request, response))
+        conn.attach(start)
+        log.info("client.attached", peer_pid=conn.peer_pid, start=start)
+        return None
+
+    def _detach(self, conn: Connection, _payload: EmptyRequest, request: Request) -> Reply:
+        conn.detach()
+        return _answer(request)
+
+    def _history(self, _conn: Connection, payload: HistoryRequest, request: Request) -> Reply:
+        if payload.before is None and payload.after is None:
+            return self.stream.history_page(request.id, payload.limit)
+        return self._history_from_journal(payload, request)
+
+    def _send(self, _conn: Connection, payload: SendRequest, request: Request) -> Reply:
+        return _answer(request, self.send(payload.input, payload.key))
+
+    def _respond(self, _conn: Connection, payload: RespondRequest, request: Request) -> Reply:
+        return _answer(request, self.respond(payload))
 
     def ping(self) -> PingResponse:
         """The ``host.ping`` payload as a model."""
@@ -619,7 +667,7 @@ class Host:
         self.stream.publish([PermissionDecided(ask.request_id, answer.behavior, answer.message)])
         return RespondResponse(request_id=ask.request_id, behavior=answer.behavior)
 
-    async def _stop_reply(self, payload: StopRequest, request: Request) -> bytes:
+    async def _stop_reply(self, _conn: Connection, payload: StopRequest, request: Request) -> bytes:
         timeout = payload.timeout or DEFAULT_STOP_TIMEOUT
         log.info("host.stop_requested", force=payload.force, reason=payload.reason or None)
         result = await asyncio.shield(self.request_stop(force=payload.force, timeout=timeout))
@@ -636,7 +684,17 @@ class Host:
             duration_seconds=round(result.duration, 3),
             final_state=self.stream.state.value,
         )
-        return encode_response(MessageType.STOP, request.id, response)
+        return _answer(request, response)
+
+
+def _no_payload(answer: Callable[[], BaseModel | dict[str, Any]]) -> Handler:
+    """The handler of a request that takes no payload: its answer, as the response."""
+    return lambda _conn, _payload, request: _answer(request, answer())
+
+
+def _answer(request: Request, payload: BaseModel | dict[str, Any] | None = None) -> bytes:
+    """The success response to ``request``."""
+    return encode_response(request.type, request.id, payload)
 
 
 def _exit_note(status: ExitStatus) -> str:
