@@ -1,13 +1,21 @@
-"""Run the daemon to completion in this process, on uvloop."""
+"""Run the daemon to completion in this process, on uvloop: the daemon's entry point.
+
+The entry point owns the signals: SIGTERM and SIGINT stop the daemon (never its
+hosts), SIGHUP and SIGPIPE are ignored (it outlives terminals and readers). The
+handlers that were there before are back once the daemon has ended.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
+import signal
 
 import uvloop
 
 from agenthost.daemon.service import Daemon, DaemonConfig
+from agenthost.signals import signal_handlers
 
 
 def run_daemon(config: DaemonConfig) -> None:
@@ -17,4 +25,13 @@ def run_daemon(config: DaemonConfig) -> None:
         # what is imported now lives as long as the process: keep it out of the
         # cyclic collector's generations (as the host does)
         gc.freeze()
-        runner.run(daemon.run())
+        runner.run(serve_daemon(daemon))
+
+
+async def serve_daemon(daemon: Daemon) -> None:
+    """``await daemon.run()`` with its signal handlers installed, then removed."""
+    handlers = {
+        sig: functools.partial(daemon.on_signal, sig) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    with signal_handlers(handlers, ignored=(signal.SIGHUP, signal.SIGPIPE)):
+        await daemon.run()

@@ -108,7 +108,6 @@ class Daemon:
         ensure_private_dir(hosts_dir(self.home))
         self._take_lock()
         try:
-            self._install_signals()
             self.registry = open_registry(registry_path(self.home))
             await self.spawner.resolve_scope()
             self.supervisor = Supervisor(
@@ -155,14 +154,8 @@ class Daemon:
             }
         )
 
-    def _install_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the daemon outlives terminals
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_signal, sig)
-
-    def _on_signal(self, sig: int) -> None:
+    def on_signal(self, sig: int) -> None:
+        """SIGTERM or SIGINT (installed by :mod:`agenthost.daemon.run`): shut down."""
         log.info("daemon.signal", signal=signal.Signals(sig).name)
         if self._stop is not None:
             self._stop.set()
