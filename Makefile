@@ -37,9 +37,11 @@ test: lint typecheck
 e2e-clis: $(STAMP)
 	$(PY) tests/e2e/clis.py
 
+## Style, and the layering contracts of pyproject.toml ([tool.importlinter]).
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
@@ -81,4 +83,4 @@ uninstall:
 	rm -rf $(PREFIX)/share/agenthost
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
