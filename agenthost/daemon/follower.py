@@ -1,28 +1,26 @@
-"""Following one host's stream, through client.py, until the host is gone.
+"""Following one host's stream, with :mod:`agenthost.follow`, until the host is gone.
 
-The follower attaches from the last offset it has when the host's epoch is the one it
-recorded, and from 0 when it is not (a new stream: offsets of different epochs are not
-comparable). When the connection ends it looks at the host's lock: held means the host
-lives (it dropped us as too slow, is restarting its socket, or is stopped with
-SIGSTOP): reattach from the last offset, with a growing pause between failed attempts;
-free means the host is gone and :meth:`Follower.run` returns.
+The follower resumes after the (epoch, offset) the daemon recorded; the follow
+attaches from the new stream's start when the host's epoch is another (offsets of
+different epochs are not comparable). When the connection ends it looks at the host's
+lock: held means the host lives (it dropped us as too slow, is restarting its socket,
+or is stopped with SIGSTOP): the follow resumes, with a growing pause between failed
+attempts; free means the host is gone and :meth:`Follower.run` returns.
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
 import structlog
 
 from agenthost.client import AsyncClient
-from agenthost.daemon.discovery import check_versions, wait_for_socket, wake
-from agenthost.errors import AgentHostError, NotConnected, VersionUnsupported
+from agenthost.daemon.discovery import wait_for_socket, wake
+from agenthost.follow import Attached, Backoff, Follow, Lost
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import lock_path, socket_path
-from agenthost.protocol import AttachResponse, StatusResponse, StreamEvent
+from agenthost.protocol import StatusResponse, StreamEvent
 
 log = structlog.get_logger("agenthost.daemon.follower")
 
@@ -30,16 +28,7 @@ RETRY_FIRST: Final = 0.05
 RETRY_MAX: Final = 2.0
 WAKE_AFTER: Final = 3  # failed attempts without a socket file before SIGUSR1
 
-
-@dataclass(frozen=True, slots=True)
-class Attached:
-    """One successful (re)attach."""
-
-    response: AttachResponse
-    status: StatusResponse
-    from_offset: int
-    """The offset attached after (events from ``from_offset + 1`` follow)."""
-    new_epoch: bool
+__all__ = ["Attached", "Follower", "FollowerSink", "host_client"]
 
 
 class FollowerSink(Protocol):
@@ -47,13 +36,15 @@ class FollowerSink(Protocol):
 
     def on_attached(self, agent_id: str, attached: Attached) -> None: ...
 
-    def on_event(self, agent_id: str, event: StreamEvent) -> None: ...
+    def on_event(self, agent_id: str, event: StreamEvent, frame: bytes) -> None:
+        """One new event; ``frame`` is its line as the host sent it, newline excluded."""
 
     def on_unreachable(self, agent_id: str, error: str) -> None: ...
 
 
 class Follower:
-    """Follows the stream of ``agent_id``'s host; ``epoch``/``offset`` say where from."""
+    """Follows the stream of ``agent_id``'s host; ``epoch``/``offset`` say where from
+    (no ``epoch``: from the oldest event the host keeps)."""
 
     def __init__(
         self,
@@ -69,87 +60,60 @@ class Follower:
         self.home = home
         self.agent_id = agent_id
         self.sink = sink
-        self.epoch = epoch
-        self.offset = offset
         self.timeout = timeout
-        self._status = status  # a fresh probe's answer: saves a round trip on the first attach
-        self.attaches = 0
+        self._follow = Follow(
+            host_client(home, agent_id, timeout),
+            (epoch, offset) if epoch else None,
+            status=status,  # a fresh probe's answer: saves a round trip on the first attach
+            keep_trying=self._keep_trying,
+            on_attached=self._attached,
+            backoff=Backoff(RETRY_FIRST, RETRY_MAX),
+        )
+
+    @property
+    def attaches(self) -> int:
+        """Successful attaches so far."""
+        return self._follow.attaches
+
+    @property
+    def epoch(self) -> str:
+        """The stream followed ("" before the first attach)."""
+        return self._follow.position.epoch
+
+    @property
+    def offset(self) -> int:
+        """The last offset received."""
+        return self._follow.position.offset
 
     async def run(self) -> None:
         """Follow until the host is gone (its lock is free). Cancel to stop following
-        (the host is not affected)."""
-        failures = 0
-        while True:
-            error = await self._follow_once()
-            if not is_lock_held(lock_path(self.home, self.agent_id)):
-                return
-            if error is None:
-                failures = 0  # the stream ended normally: try again at once
-            else:
-                failures += 1
-                if failures > 1:  # once may be a host dying: its lock goes a moment later
-                    self.sink.on_unreachable(self.agent_id, error)
-                if failures >= WAKE_AFTER and not socket_path(self.home, self.agent_id).exists():
-                    # still alive, still no socket file: a cleanup job deleted it
-                    if wake(self.home, self.agent_id):
-                        log.info("host.woken", agent_id=self.agent_id)
-                        await wait_for_socket(self.home, self.agent_id, self.timeout)
-                        continue
-                # a pause between attempts (not a synchronisation): the host lives but
-                # does not answer (stopped, overloaded) or is between two sockets
-                await asyncio.sleep(min(RETRY_FIRST * 2 ** (failures - 1), RETRY_MAX))
-
-    async def _follow_once(self) -> str | None:
-        """One connection: attach and consume the stream. Return an error text, or None
-        when an attached stream ended."""
-        client = self._client()
+        (the host is not affected). Raise VersionUnsupported for a host of another
+        major protocol version."""
+        follow = self._follow
         try:
-            status = self._status
-            self._status = None
-            await client.connect()
-            if status is None:
-                status = await client.status()
-            if not check_versions(status).compatible:
-                raise VersionUnsupported(
-                    f"host protocol {status.host.protocol_version} cannot be followed"
-                )
-            start = self.offset if self.epoch else 0
-            sub = await client.attach(start)
-            if self.epoch and sub.response.epoch != self.epoch and start > 0:
-                # another stream: its offsets say nothing about ours; start it from 0
-                await client.close()
-                client = self._client()
-                await client.connect()
-                start = 0
-                sub = await client.attach(0)
-            new_epoch = sub.response.epoch != self.epoch
-            if new_epoch:
-                self.offset = 0
-            self.epoch = sub.response.epoch
-            self.attaches += 1
-            self.sink.on_attached(self.agent_id, Attached(sub.response, status, start, new_epoch))
-            received = 0
-            while True:
-                try:
-                    event = await client.recv_event()
-                except NotConnected as exc:
-                    # the host closed the stream (it exits, or dropped us as too slow):
-                    # reattach at once, unless it closed before sending anything
-                    return None if received else f"the stream ended at once: {exc}"
-                received += 1
-                if event.offset <= self.offset:
-                    continue  # already seen (a replay overlapping what we had)
-                self.offset = event.offset
-                self.sink.on_event(self.agent_id, event)
-        except VersionUnsupported:
-            raise
-        except AgentHostError as exc:
-            return str(exc)
+            async for item in follow:
+                if isinstance(item, StreamEvent):
+                    self.sink.on_event(self.agent_id, item, follow.frame)
+                # a Gap needs nothing here: the hub sees the offsets jump and says so
         finally:
-            await client.close()
+            await follow.client.close()
 
-    def _client(self) -> AsyncClient:
-        return host_client(self.home, self.agent_id, self.timeout)
+    def _attached(self, attached: Attached) -> None:
+        self.sink.on_attached(self.agent_id, attached)
+
+    async def _keep_trying(self, lost: Lost) -> bool:
+        if not is_lock_held(lock_path(self.home, self.agent_id)):
+            return False  # the host is gone
+        if lost.failures == 0:
+            return True  # the stream ended after it delivered: again at once
+        if lost.failures > 1:  # once may be a host dying: its lock goes a moment later
+            self.sink.on_unreachable(self.agent_id, str(lost.error))
+        if lost.failures >= WAKE_AFTER and not socket_path(self.home, self.agent_id).exists():
+            # still alive, still no socket file: a cleanup job deleted it
+            if wake(self.home, self.agent_id):
+                log.info("host.woken", agent_id=self.agent_id)
+                await wait_for_socket(self.home, self.agent_id, self.timeout)
+        return True
 
 
 def host_client(home: Path, agent_id: str, timeout: float) -> AsyncClient:

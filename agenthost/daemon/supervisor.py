@@ -351,7 +351,7 @@ class Supervisor:
         if record.state in FINAL_STATES and record.status == AgentStatus.RUNNING:
             self._agent_exited(agent)  # it ended while nobody followed; its host lingers
 
-    def on_event(self, agent_id: str, event: StreamEvent) -> None:
+    def on_event(self, agent_id: str, event: StreamEvent, frame: bytes) -> None:
         agent = self.agents.get(agent_id)
         if agent is None:
             return
@@ -368,8 +368,8 @@ class Supervisor:
             if isinstance(session, str) and session != record.session_id:
                 record.session_id = session
                 self.save(record)
-        frame = event.model_dump_json(exclude_none=True).encode() + b"\n"
-        self.hub.publish(agent_id, event.offset, frame)
+        # the host's own bytes: watchers get the line the host sent, not a re-encoding
+        self.hub.publish(agent_id, event.offset, frame + b"\n")
 
     def on_unreachable(self, agent_id: str, error: str) -> None:
         agent = self.agents.get(agent_id)
