@@ -33,6 +33,13 @@ def adapter_class(kind: str) -> type[Adapter] | None:
     return cls
 
 
+def structured_output(kind: str | None) -> bool:
+    """Whether agents of ``kind`` have structured output (see ``Adapter.structured``);
+    False for an unknown kind. Imports only that kind's adapter module."""
+    cls = adapter_class(kind) if kind else None
+    return cls is not None and cls.structured
+
+
 def make_adapter(kind: str, options: AdapterOptions | None = None) -> Adapter:
     """A new adapter for an agent kind; ConfigError for an unknown kind or options."""
     cls = adapter_class(kind)
@@ -51,4 +58,5 @@ __all__ = [
     "AdapterOptions",
     "adapter_class",
     "make_adapter",
+    "structured_output",
 ]

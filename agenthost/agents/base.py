@@ -170,6 +170,10 @@ class Adapter:
     """The ``--agent-opt`` keys this adapter understands."""
     resumable: ClassVar[bool] = False
     """Whether ``--resume`` means something to this agent."""
+    structured: ClassVar[bool] = False
+    """Whether the agent's output is structured (chat entries, turns, results) rather
+    than plain lines: a client renders its events as a conversation, and its interrupt
+    ends a turn instead of signalling the agent's processes."""
 
     def __init__(self, options: AdapterOptions | None = None) -> None:
         self.options = options or AdapterOptions()

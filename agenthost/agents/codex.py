@@ -81,6 +81,7 @@ class CodexAdapter(Adapter):
 
     kind = "codex"
     passthrough: ClassVar[bool] = False
+    structured: ClassVar[bool] = True
     max_line_bytes: ClassVar[int] = 8 << 20
     resumable: ClassVar[bool] = True
     known_params: ClassVar[frozenset[str]] = frozenset({*THREAD_PARAMS, "effort"})

@@ -45,6 +45,7 @@ class StreamJsonAdapter(Adapter):
     """
 
     passthrough: ClassVar[bool] = False
+    structured: ClassVar[bool] = True
     max_line_bytes: ClassVar[int] = 8 << 20
 
     def __init__(self, options: AdapterOptions | None = None) -> None:

@@ -15,7 +15,6 @@ restart is coming it keeps following, across the new host's start.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -26,13 +25,16 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
+from agenthost.agents import structured_output
 from agenthost.cli.common import Exit
 from agenthost.cli.render import EventRenderer, Style, fit, render_end
-from agenthost.client import AsyncClient, Subscription
-from agenthost.errors import AgentHostError, HostNotFound
+from agenthost.client import AsyncClient
+from agenthost.errors import AgentHostError, HostNotFound, NotConnected
+from agenthost.follow import Attached, Backoff, Follow, Gap, Lost
 from agenthost.protocol import (
     FINAL_STATES,
     AgentInfo,
+    AttachResponse,
     PermissionRequest,
     StatusResponse,
     StreamEvent,
@@ -41,7 +43,6 @@ from agenthost.protocol import (
 if TYPE_CHECKING:
     from agenthost.daemon.protocol import DaemonAgent
 
-STRUCTURED_BACKENDS = frozenset({"demo", "claude", "codex"})
 RETRY_FIRST, RETRY_MAX = 0.2, 5.0  # seconds between reconnection attempts
 
 
@@ -83,16 +84,17 @@ class AttachSession:
         self.interactive = interactive
         self._out = out  # None: whatever sys.stdout is when printing (it may be patched)
         self._note = note
-        self.client: AsyncClient | None = None
+        self.client: AsyncClient | None = None  # while attached: requests may use it
         self.connected_once = False
-        self.epoch: str | None = None
-        self.last_offset = 0
         self.state = "?"
         self.backend: str | None = None  # the agent's kind, as its host last said
         self.pending: dict[str, PermissionRequest] = {}
         self.on_change: Callable[[], None] = lambda: None  # the prompt redraws
         self._renderer: EventRenderer | None = None
         self._restart: AgentInfo | None = None  # the end of a run the daemon restarts
+        self._follow: Follow | None = None
+        self._head = 0  # the stream's last offset when the current attach was made
+        self._result: Exit | None = None  # how the session ended, decided in a hook
 
     # --- output ---------------------------------------------------------------------
 
@@ -120,96 +122,119 @@ class AttachSession:
     def interrupt_signals(self) -> bool:
         """Whether the agent's interrupt is SIGINT to its process group (an agent
         without turns, e.g. ``lines``) rather than the end of a turn."""
-        return self.backend not in STRUCTURED_BACKENDS
+        return not structured_output(self.backend)
+
+    @property
+    def epoch(self) -> str:
+        """The stream followed ("" before the first attach)."""
+        return self._follow.position.epoch if self._follow is not None else ""
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last event received (or skipped over as evicted)."""
+        return self._follow.position.offset if self._follow is not None else 0
 
     # --- the loop ---------------------------------------------------------------------
 
     async def run(self) -> Exit:
         """Follow until the end; the exit status says why it ended."""
-        delay = RETRY_FIRST
-        first = True
-        while True:
-            client = AsyncClient(self.agent_id, home=self.home)
-            try:
-                await client.connect()
-            except HostNotFound:
-                if self._restart is not None:
-                    if not await self._restart_coming(self._restart, host_gone=True):
-                        return self._ended(self._restart)  # the daemon will not restart it
-                elif first:
-                    self._restart = await self._restart_pending()
-                    if self._restart is None:
-                        raise  # nothing to follow: say why and exit (status 3)
-                await asyncio.sleep(delay)  # the host is away: wait before trying again
-                delay = min(delay * 2, RETRY_MAX)
-                continue
-            self.client = client
-            self.connected_once = True
-            try:
-                result = await self._follow(client, first)
-                if result is not None:
-                    return result
-            except AgentHostError as exc:
-                if first:
-                    raise
-                self.note(f"{exc}")
-            finally:
-                self.client = None
-                await client.close()
-            first = False
-            delay = RETRY_FIRST
-            self.note("connection to the host lost; reconnecting…")
-            await asyncio.sleep(delay)
+        client = AsyncClient(self.agent_id, home=self.home)
+        follow = self._follow = Follow(
+            client,
+            start=self._first_offset,
+            keep_trying=self._keep_trying,
+            on_attached=self._attached,
+            backoff=Backoff(RETRY_FIRST, RETRY_MAX),
+        )
+        try:
+            async for item in follow:
+                if isinstance(item, Gap):
+                    self._gap(item)
+                elif (end := await self._event(client, item)) is not None:
+                    return end
+        finally:
+            self.client = None
+            await client.close()
+        assert self._result is not None, "a follow ends when a hook decided so"
+        return self._result
 
-    async def _follow(self, client: AsyncClient, first: bool) -> Exit | None:
-        status = await client.status()
+    async def _attached(self, attached: Attached) -> None:
+        """A (re)attach: the host's state and where the stream stands."""
+        assert self._follow is not None
+        client = self._follow.client
+        assert isinstance(client, AsyncClient)
+        status, response = attached.status, attached.response
         self.state = status.agent.state
         self.backend = status.agent.backend
-        if first:
+        if self._follow.attaches == 1:
             self._renderer = EventRenderer(
                 self.style,
-                structured=status.agent.backend in STRUCTURED_BACKENDS,
+                structured=structured_output(self.backend),
                 raw=self.raw,
                 width=self.width,
                 interactive=self.interactive,
             )
-            offset = await self._first_offset(client)
-            sub = await client.attach(offset)
-            # where we are: nothing before the requested offset will come (and an offset
-            # beyond the head means live from the next event, not from that offset)
-            self.last_offset = min(offset, sub.response.stream_offset)
-            self._summary(status, sub)
-        else:
-            sub = await self._reattach(client)
-        self.epoch = sub.response.epoch
-        self.pending = {r.request_id: r for r in sub.response.pending}
+            self._summary(status, response)
+        elif not attached.new_epoch:
+            self.note(f"reconnected; resuming after offset {attached.from_offset}")
+        self.client = client
+        self.connected_once = True
+        self.pending = {r.request_id: r for r in response.pending}
         self.on_change()
         self._restart = None  # a host answers: a restart we waited for happened
-        head = sub.response.stream_offset
-        if self.last_offset >= head:
+        self._head = response.stream_offset
+        if self.last_offset >= self._head:
             if not self.follow:
-                return Exit.OK
-            if self.state in FINAL_STATES and (end := await self._end(client)) is not None:
-                return end
-        async for event in sub:
-            if event.offset <= self.last_offset:
-                continue  # shown before the connection was lost
-            self.last_offset = event.offset
-            self._track(event)
-            if self.start.since is None or event.timestamp >= self.start.since:
-                self.show(event)
-            if not self.follow:
-                if event.offset >= head:
-                    return Exit.OK
-                continue
-            # A final state counts only where it is the latest: at the head of the
-            # replay (earlier ones belong to runs that were followed by another) or live.
-            current = event.offset == head or (event.offset > head and event.type == "state")
-            if current and self.state in FINAL_STATES:
-                end = await self._end(client)
-                if end is not None:
-                    return end
-        return None  # the connection ended: reconnect
+                self._finish(Exit.OK)
+            elif self.state in FINAL_STATES and (end := await self._end(client)) is not None:
+                self._finish(end)
+
+    async def _event(self, client: AsyncClient, event: StreamEvent) -> Exit | None:
+        """Show one event; the exit status if the session ends with it."""
+        self._track(event)
+        if self.start.since is None or event.timestamp >= self.start.since:
+            self.show(event)
+        head = self._head
+        if not self.follow:
+            return Exit.OK if event.offset >= head else None
+        # A final state counts only where it is the latest: at the head of the replay
+        # (earlier ones belong to runs that were followed by another) or live.
+        current = event.offset == head or (event.offset > head and event.type == "state")
+        if current and self.state in FINAL_STATES:
+            return await self._end(client)
+        return None
+
+    def _gap(self, gap: Gap) -> None:
+        if gap.reason == "new_epoch":
+            # the host restarted without its journal: its offsets are not ours
+            self.note("the host came back with a new stream; showing it from its start")
+        else:
+            self.note(f"{gap} (the host did not keep them)", alarm=True)
+
+    def _finish(self, result: Exit) -> None:
+        self._result = result
+        assert self._follow is not None
+        self._follow.stop()
+
+    async def _keep_trying(self, lost: Lost) -> bool:
+        """After a lost connection: whether to try again (the restart logic)."""
+        self.client = None
+        if isinstance(lost.error, HostNotFound):
+            if self._restart is not None:
+                if not await self._restart_coming(self._restart, host_gone=True):
+                    self._result = self._ended(self._restart)  # the daemon will not restart it
+                    return False
+            elif lost.attaches == 0:
+                self._restart = await self._restart_pending()
+                if self._restart is None:
+                    raise lost.error  # nothing to follow: say why and exit (status 3)
+            return True  # the host is away: try again after a pause
+        if lost.attaches == 0:
+            raise lost.error
+        if not isinstance(lost.error, NotConnected):
+            self.note(f"{lost.error}")
+        self.note("connection to the host lost; reconnecting…")
+        return True
 
     async def _first_offset(self, client: AsyncClient) -> int:
         if self.start.last is not None:
@@ -217,27 +242,16 @@ class AttachSession:
             return max(0, head - self.start.last)
         return self.start.offset or 0
 
-    async def _reattach(self, client: AsyncClient) -> Subscription:
-        sub = await client.attach(self.last_offset)
-        if sub.response.epoch == self.epoch:
-            self.note(f"reconnected; resuming after offset {self.last_offset}")
-            return sub
-        # a new stream (the host restarted without its journal): its offsets are not ours
-        self.note("the host came back with a new stream; showing it from its start")
-        await client.detach()
-        self.last_offset = 0
-        return await client.attach(0)
-
-    def _summary(self, status: StatusResponse, sub: Subscription) -> None:
+    def _summary(self, status: StatusResponse, response: AttachResponse) -> None:
         a = status.agent
-        replay = max(0, sub.response.stream_offset - sub.client.last_offset)
+        replay = max(0, response.stream_offset - self.last_offset)
         parts = [a.id, a.backend or "?", a.state]
         if a.task:
             parts.append(f"task {a.task}")
         if a.project:
             parts.append(f"project {a.project}")
         parts.append(f"replaying {replay} event{'' if replay == 1 else 's'}")
-        if sub.response.truncated:
+        if response.truncated:
             parts.append("older events were pruned")
         self.note(" · ".join(parts))
         if self.interactive:
