@@ -14,7 +14,7 @@ queue: the transport's write buffer, bounded by ``max_queue`` bytes.
   only. When its transport drains (``resume_writing``), it is pumped from the ring, in
   slices, from its cursor, until it has caught up.
 * If a lagging client's cursor falls out of the ring (the events it still needs were
-  evicted), it is caught up from the journal (in a worker thread) when the host has
+  evicted), it is caught up from the journal (read in a worker thread) when the host has
   one. Without a journal it can no longer be served exactly once: it is dropped
   (connection aborted) and may reattach from its last offset, with ``truncated``
   telling it what is gone. The agent and the other clients never wait for a slow one.
@@ -25,11 +25,15 @@ never wait behind a replay.
 
 Registration and replay snapshot happen in one synchronous step on the event loop, so
 nothing can be produced in between (attach guarantee 2).
+
+These decisions are sans-IO objects of :mod:`agenthost.wire.stream` (a cursor per
+connection, the fan-out over them), proven in memory; this module runs them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -47,13 +51,20 @@ from agenthost.protocol import (
 from agenthost.ringbuffer import RingBuffer
 from agenthost.wire.connection import Pieces, Reply
 from agenthost.wire.server import Server, ServerConnection
+from agenthost.wire.stream import PUMP_BYTES, PUMP_SLICE, Fanout, JournalRead
 
 log = structlog.get_logger("agenthost.server")
 
-__all__ = ["Connection", "HostServer", "Pieces", "Reply", "RequestHandler"]
+__all__ = [
+    "PUMP_BYTES",
+    "PUMP_SLICE",
+    "Connection",
+    "HostServer",
+    "Pieces",
+    "Reply",
+    "RequestHandler",
+]
 
-PUMP_SLICE: Final = 256  # events per write when catching a client up from the ring ...
-PUMP_BYTES: Final = 256 << 10  # ... and about this many bytes at most (one event at least)
 JOURNAL_READ: Final = 256 << 10  # bytes per journal read when catching a client up
 DEFAULT_MAX_QUEUE: Final = 16 << 20  # bytes queued per client before it lags
 
@@ -66,18 +77,37 @@ class RequestHandler(Protocol):
     ) -> Reply: ...
 
 
+class _CursorSink:
+    """A connection's send side as its cursor sees it (:class:`agenthost.wire.stream.Sink`)."""
+
+    __slots__ = ("conn", "write")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.write: Callable[[bytes], None] = conn.requests.send  # the hot path: no hop
+
+    def queued(self) -> int:
+        transport = self.conn.transport
+        return 0 if transport is None else transport.get_write_buffer_size()
+
+    def writable(self) -> bool:
+        return self.conn.requests.writable
+
+    def drop(self) -> None:
+        self.conn.drop()
+
+
 class Connection(ServerConnection[MessageType]):
-    """One client connection of the host: its requests, and an optional stream."""
+    """One client connection of the host: its requests, and an optional stream.
+
+    The stream's decisions are its :attr:`cursor`'s (:mod:`agenthost.wire.stream`);
+    what is left here is I/O: the journal reads the cursor asks for, in a worker thread.
+    """
 
     def __init__(self, server: HostServer) -> None:
         super().__init__(server, "host", validate_payload)
         self.server: HostServer = server
-        self.attached = False
-        self.next_offset = 0
-        self.lagging = False  # behind: served from the ring, not from live batches
-        self._generation = 0  # counts attaches and detaches
-        self._catching_up = False  # a journal catch-up task owns the stream
-        self._drained = asyncio.Event()
+        self.cursor = server.fanout.cursor(_CursorSink(self))
 
     def dispatch(self, mtype: MessageType, payload: BaseModel, request: Request) -> Reply:
         return self.server.handler.dispatch(self, mtype, payload, request)
@@ -85,132 +115,66 @@ class Connection(ServerConnection[MessageType]):
     # --- the stream, as the request side sees it ------------------------------------------
 
     def streaming(self) -> bool:
-        return self.attached
+        return self.cursor.attached
 
     def hold(self) -> None:
-        if self.attached:
-            # No event may land inside the answer's line: the stream waits (as for a
-            # slow client, in the ring or the journal) and is pumped afterwards.
-            self.lagging = True
+        self.cursor.lag()  # no event may land inside the answer's line
 
     def writable(self) -> None:
-        self._drained.set()  # a journal catch-up may write again
-        if self.attached and self.lagging:
-            self.pump()
+        if self.cursor.lagging:
+            self._follow(self.cursor.pump())
 
     def stop(self) -> None:
         self.detach()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self._drained.set()  # a catch-up waiting for the drain sees the close
-
     # --- streaming --------------------------------------------------------------------
 
+    @property
+    def attached(self) -> bool:
+        """Whether events are streamed to this connection."""
+        return self.cursor.attached
+
     def attach(self, start_offset: int) -> None:
-        """Stream from ``start_offset`` on: replay from the ring, then live events.
+        """Stream from ``start_offset`` on: replay what is retained, then live events.
 
         Called right after the attach response was written, in the same step.
         """
-        self.attached = True
-        self.next_offset = start_offset
-        self._generation += 1  # a journal read in flight for an earlier attach is void
-        self._catching_up = False
-        self.server.attached.add(self)
-        self.pump()
+        self._follow(self.cursor.attach(start_offset))
 
     def detach(self) -> None:
         """Stop streaming to this connection (no event follows the detach response)."""
-        self.attached = False
-        self._generation += 1
-        self._catching_up = False
-        self.server.attached.discard(self)
+        self.cursor.detach()
         self.requests.stream_ended()
 
-    def pump(self) -> None:
-        """Write retained events from the cursor on, until caught up or the transport
-        asks us to wait (then the connection lags until ``resume_writing``)."""
-        ring = self.server.ring
-        self.lagging = True
-        if self._catching_up:
-            return  # the journal catch-up task has this connection
-        requests = self.requests
-        while self.attached and not requests.closed:
-            if self.next_offset < ring.oldest_offset:
-                if self.server.journal is not None:
-                    self._start_catch_up()
-                else:
-                    self.drop()
-                return
-            if not requests.writable:
-                return  # resume_writing (or the end of an answer) goes on
-            items = ring.slice(self.next_offset, PUMP_SLICE)
-            if not items:
-                self.lagging = False  # caught up: live batches from now on
-                return
-            size = 0
-            for n, item in enumerate(items, 1):  # events can be MiBs: bound the write
-                size += len(item)
-                if size >= PUMP_BYTES:
-                    del items[n:]
-                    break
-            requests.send(b"".join(items))
-            self.next_offset += len(items)
+    def _follow(self, read: JournalRead | None) -> None:
+        if read is not None:
+            self.server.spawn(self._read_journal(read))
 
-    def _start_catch_up(self) -> None:
-        self._catching_up = True
-        self.server.spawn(self._catch_up(self._generation))
-
-    async def _catch_up(self, generation: int) -> None:
-        """Replay what the ring no longer holds from the journal, then hand over to
-        the ring (and to live batches). Reads run in a worker thread: a cold disk
-        delays this client only."""
+    async def _read_journal(self, read: JournalRead) -> None:
+        """Run a read the cursor asked for in a worker thread (a cold disk delays this
+        client only) and hand it the records."""
         journal = self.server.journal
-        assert journal is not None
+        assert journal is not None  # the cursor asks only when there is one
         loop = asyncio.get_running_loop()
-
-        def current() -> bool:
-            return self._generation == generation and self.attached and not self.closed
-
         try:
-            while current():
-                oldest = self.server.ring.oldest_offset
-                if self.next_offset >= oldest:
-                    self._catching_up = False
-                    self.pump()
-                    return
-                records = await loop.run_in_executor(
-                    None, journal.read, self.next_offset, oldest - 1, JOURNAL_READ
-                )
-                if not current():
-                    return
-                if not records:  # pruned meanwhile: the client reattaches, sees truncated
-                    self.drop()
-                    return
-                while not self.requests.writable and current():  # nothing into a full queue
-                    self._drained.clear()
-                    await self._drained.wait()
-                if not current():
-                    return
-                self.send(b"".join(records))
-                self.next_offset += len(records)
+            records = await loop.run_in_executor(
+                None, journal.read, read.start, read.until, JOURNAL_READ
+            )
         except AgentHostError as exc:  # a damaged journal: this client cannot be served
             log.error("journal.read_failed", error=str(exc))
-            if current():
-                self.drop()
-        finally:
-            if self._generation == generation:
-                self._catching_up = False
+            self.cursor.journal_failed(read)
+            return
+        self._follow(self.cursor.journal_records(read, records))
 
     def drop(self) -> None:
-        """Abort a client that fell out of the ring; it may reattach from its offset."""
+        """Abort a client that fell behind what can be served (its cursor detached
+        itself); it may reattach from its offset."""
         log.info(
             "client.dropped",
             peer_pid=self.peer_pid,
-            next_offset=self.next_offset,
+            next_offset=self.cursor.next_offset,
             oldest_offset=self.server.ring.oldest_offset,
         )
-        self.server.dropped += 1
         self.abort()
 
 
@@ -229,33 +193,32 @@ class HostServer(Server[Connection]):
         super().__init__(path, max_frame=max_frame, max_queue=max_queue)
         self.ring = ring
         self.handler = handler
-        self.journal: JournalReader | None = None  # serves clients the ring lost
-        self.attached: set[Connection] = set()
-        self.dropped = 0
+        self.fanout = Fanout(ring, max_queue=max_queue)
+        self._journal: JournalReader | None = None
+
+    @property
+    def journal(self) -> JournalReader | None:
+        """The journal that serves clients the ring lost (None: they are dropped)."""
+        return self._journal
+
+    @journal.setter
+    def journal(self, reader: JournalReader | None) -> None:
+        self._journal = reader
+        self.fanout.journal = reader is not None
+
+    @property
+    def dropped(self) -> int:
+        """How many clients were dropped for falling behind."""
+        return self.fanout.dropped
 
     def connection(self) -> Connection:
         return Connection(self)
 
     def forget(self, conn: Connection) -> None:
         """A connection is gone."""
-        self.attached.discard(conn)
+        conn.cursor.detach()
         super().forget(conn)
 
     def broadcast(self, first_offset: int, data: bytes, count: int) -> None:
         """Hand a batch of new events (offsets ``first_offset..``) to every client."""
-        oldest = self.ring.oldest_offset
-        max_queue = self.max_queue
-        journal = self.journal
-        for conn in list(self.attached):
-            if conn.lagging:
-                # Without a journal, events it still needs are gone: drop it now.
-                # With one, it catches up from the journal once it drains.
-                if journal is None and conn.next_offset < oldest:
-                    conn.drop()
-                continue
-            # invariant: a connection that does not lag is caught up
-            conn.next_offset = first_offset + count
-            conn.send(data)
-            transport = conn.transport
-            if transport is not None and transport.get_write_buffer_size() > max_queue:
-                conn.lagging = True
+        self.fanout.broadcast(first_offset, data, count)
