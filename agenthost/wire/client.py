@@ -137,9 +137,10 @@ class ClientCore(Generic[S]):
         """Connect and check the server's uid; does nothing when already connected.
 
         ``sock``: use this connected socket instead of connecting to ``socket_path``
-        (a socket handed over, or one end of a socketpair in tests). Raise Forbidden (no permission on the socket, or a server of another user),
-        or the service's error from ``connect_error`` (nobody listens, no accept
-        within ``connect_timeout``).
+        (a socket handed over, or one end of a socketpair in tests). Raise Forbidden
+        (no permission on the socket, or a server of another user), or the service's
+        error from ``connect_error`` (nobody listens, no accept within
+        ``connect_timeout``).
         """
         if self._writer is not None:
             return
