@@ -45,6 +45,7 @@ from agenthost.errors import (
     RequestTimeout,
     error_from_code,
 )
+from agenthost.follow import Backoff, Follow, KeepTrying, OnAttached, SyncFollow
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import (
     agent_id_from_socket,
@@ -371,6 +372,43 @@ class AsyncClient:
             payload["updated_input"] = updated_input
         return await self._typed(RespondResponse, MessageType.RESPOND, payload=payload)
 
+    def follow(
+        self,
+        after: tuple[str, int] | None = None,
+        *,
+        keep_trying: KeepTrying | None = None,
+        on_attached: OnAttached | None = None,
+        backoff: Backoff | None = None,
+    ) -> Follow:
+        """Follow the stream across lost connections: an async iterator of StreamEvent
+        and :class:`~agenthost.follow.Gap` items.
+
+        ``after`` is where you are, ``(epoch, offset)`` (``position`` of an earlier
+        follow, or ``epoch`` and ``last_offset`` of an attach); None starts at the oldest
+        retained event. When the connection ends (the host restarted, crashed, or
+        dropped this reader), it connects again and resumes after the last offset it
+        gave: each offset of a stream at most once, in order. What it cannot give comes
+        as a Gap in its place: events evicted before they could be read
+        (``reason="evicted"``), or a new stream (``"new_epoch"``, then followed from its
+        start)::
+
+            async for item in client.follow(after=("3f2a...", 120)):
+                if isinstance(item, Gap):
+                    print("missed", item)
+                else:
+                    print(item)
+
+        ``keep_trying(lost)`` decides after each loss whether to go on (default: while
+        the host lives, i.e. its lock is held; :func:`~agenthost.follow.retry_for`
+        gives up after a time); ``on_attached(attached)`` is called after each attach;
+        ``backoff`` sets the pauses between attempts. This client's connection is the
+        one used (closed and opened again). Iteration raises VersionUnsupported for a
+        host of another major protocol version, and what ``keep_trying`` raises.
+        """
+        return Follow(
+            self, after, keep_trying=keep_trying, on_attached=on_attached, backoff=backoff
+        )
+
     def attach(self, offset: int = 0) -> Subscription:
         """Attach to the stream after ``offset`` (0 = from the oldest retained event).
 
@@ -690,6 +728,20 @@ class Client:
         ends the iteration with ProtocolError.
         """
         return SyncSubscription(self, self._run(self._async.attach(offset).start()))
+
+    @_blocking_twin(AsyncClient.follow)
+    def follow(
+        self,
+        after: tuple[str, int] | None = None,
+        *,
+        keep_trying: KeepTrying | None = None,
+        on_attached: OnAttached | None = None,
+        backoff: Backoff | None = None,
+    ) -> SyncFollow:
+        follow = self._async.follow(
+            after, keep_trying=keep_trying, on_attached=on_attached, backoff=backoff
+        )
+        return SyncFollow(follow, self._run)
 
     @_blocking_twin(AsyncClient.recv_event)
     def recv_event(self, timeout: float | None = None) -> StreamEvent:
