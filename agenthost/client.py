@@ -57,6 +57,7 @@ from agenthost.paths import (
     socket_path as make_socket_path,
 )
 from agenthost.protocol import (
+    HOST_MESSAGES,
     AgentInfo,
     AttachResponse,
     HistoryResponse,
@@ -72,7 +73,6 @@ from agenthost.protocol import (
     StopResponse,
     StreamEvent,
     check_peer_version,
-    decode_message,
     decode_payload,
     response_error_code,
 )
@@ -141,7 +141,7 @@ class AsyncClient:
             self.socket_path,
             service="host",
             peer=f"the host for {self._name()}",
-            decode=decode_message,
+            decode=HOST_MESSAGES.decode_frame,
             connect_error=self._connect_error,
             connect_timeout=connect_timeout,
             id_prefix="c",

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from agenthost.daemon.files import daemon_lock_path, daemon_log_path, daemon_socket_path
 from agenthost.daemon.protocol import (
+    DAEMON_MESSAGES,
     DaemonAgent,
     DaemonListResponse,
     DaemonMessageType,
@@ -41,7 +42,6 @@ from agenthost.daemon.protocol import (
     SpawnSpec,
     WatchCursor,
     WatchResponse,
-    decode_daemon_frame,
 )
 from agenthost.errors import (
     AgentHostError,
@@ -100,7 +100,7 @@ class DaemonClient:
             self.socket_path,
             service="daemon",
             peer="the daemon",
-            decode=decode_daemon_frame,
+            decode=DAEMON_MESSAGES.decode_frame,
             connect_error=self._connect_error,
             connect_timeout=connect_timeout,
             id_prefix="d",

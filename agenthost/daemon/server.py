@@ -18,7 +18,7 @@ import structlog
 from pydantic import BaseModel
 
 from agenthost.daemon.fanout import WatchState
-from agenthost.daemon.protocol import DaemonMessageType, validate_daemon_payload
+from agenthost.daemon.protocol import DAEMON_MESSAGES, DaemonMessageType
 from agenthost.protocol import DEFAULT_FRAME_LIMIT, Request
 from agenthost.wire.connection import Reply
 from agenthost.wire.server import HIGH_WATER, Server, ServerConnection
@@ -50,7 +50,7 @@ class DaemonConnection(ServerConnection[DaemonMessageType]):
     """One client of the daemon."""
 
     def __init__(self, server: DaemonServer) -> None:
-        super().__init__(server, "daemon", validate_daemon_payload)
+        super().__init__(server, "daemon", DAEMON_MESSAGES.validate)
         self.server: DaemonServer = server
         self.watch: WatchState | None = None  # set by the hub while watching
 

@@ -44,9 +44,9 @@ from agenthost.errors import AgentHostError
 from agenthost.journal import JournalReader
 from agenthost.protocol import (
     DEFAULT_FRAME_LIMIT,
+    HOST_MESSAGES,
     MessageType,
     Request,
-    validate_payload,
 )
 from agenthost.ringbuffer import RingBuffer
 from agenthost.wire.connection import Pieces, Reply
@@ -105,7 +105,7 @@ class Connection(ServerConnection[MessageType]):
     """
 
     def __init__(self, server: HostServer) -> None:
-        super().__init__(server, "host", validate_payload)
+        super().__init__(server, "host", HOST_MESSAGES.validate)
         self.server: HostServer = server
         self.cursor = server.fanout.cursor(_CursorSink(self))
 
