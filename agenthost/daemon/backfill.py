@@ -85,13 +85,13 @@ class HostSource:
                 if sub.response.epoch != self.epoch:
                     return first, []
                 while size < SLICE_BYTES:
-                    event = await client.recv_event(self.timeout)
+                    event, line = await client.recv_frame(self.timeout)
                     if event.offset > last:
                         break
                     if not frames:
                         start = event.offset
-                    # the same encoding as the daemon's live frames (supervisor.on_event)
-                    frame = event.model_dump_json(exclude_none=True).encode() + b"\n"
+                    # the host's own bytes, as the daemon's live frames (supervisor.on_event)
+                    frame = line + b"\n"
                     frames.append(frame)
                     size += len(frame)
                     if event.offset == last:

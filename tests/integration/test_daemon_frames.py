@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agenthost.client import AsyncClient
 from agenthost.daemon.fanout import Hub
 from agenthost.daemon.registry import Registry
 from agenthost.daemon.spawner import Spawner
@@ -67,3 +68,18 @@ async def test_the_daemon_publishes_the_hosts_own_bytes(
         finally:
             await sup.close()
     assert hub.frames[: len(expected)] == expected
+
+
+@pytest.mark.asyncio
+async def test_a_backfill_from_the_host_reads_the_hosts_own_bytes(
+    host_factory: HostFactory,
+) -> None:
+    from agenthost.daemon.backfill import HostSource
+
+    host = host_factory("b2", "--agent", "lines", command=PRINTER)
+    expected = await asyncio.to_thread(host_lines, host, len(LINES) + 1)
+    async with AsyncClient("b2", home=host.home) as client:
+        epoch = (await client.attach(0)).response.epoch
+    source = HostSource(host.home, "b2", epoch, DEADLINE)
+    start, frames = await source.read(1, len(expected))
+    assert (start, frames) == (1, expected)
