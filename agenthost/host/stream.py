@@ -48,6 +48,7 @@ from agenthost.protocol import (
 )
 from agenthost.ringbuffer import RingBuffer
 from agenthost.timefmt import now_rfc3339
+from agenthost.wire.stream import plan_attach
 
 log = structlog.get_logger("agenthost.stream")
 
@@ -277,25 +278,18 @@ class AgentStream:
 
     def attach_plan(self, offset: int) -> tuple[AttachResponse, int]:
         """The attach response for ``offset`` and the first offset to stream."""
-        ring = self.ring
-        head = ring.last_offset
+        head = self.ring.last_offset
         oldest = self.oldest_offset()
-        start = offset + 1
-        truncated = False
-        if start <= head and start < oldest:
-            truncated = True
-            start = oldest
-        elif start > head:
-            start = head + 1
+        plan = plan_attach(offset, head=head, oldest=oldest)
         response = AttachResponse(
             agent_id=self.agent_id,
             stream_offset=head,
             oldest_offset=oldest,
-            truncated=truncated,
+            truncated=plan.truncated,
             epoch=self.epoch,
             pending=self.pending_requests(),
         )
-        return response, start
+        return response, plan.start
 
     def history_page(self, request_id: str | int | None, limit: int) -> Iterator[bytes]:
         """The ``host.history`` answer with the newest ``limit`` entries (all kept when
