@@ -350,22 +350,6 @@ __all__ = [
     "Follow",
     "FollowClient",
     "Gap",
-    "KeepTrying",
-    "Lost",
-    "Position",
-    "SyncFollow",
-    "retry_for",
-    "while_host_lives",
-]
-
-
-__all__ = [
-    "Attached",
-    "Backoff",
-    "Cursor",
-    "Follow",
-    "FollowClient",
-    "Gap",
     "GapReason",
     "KeepTrying",
     "Lost",

@@ -82,6 +82,28 @@ def spawn_detached(
     return DetachedHost(agent_id, pid, socket_path(home, agent_id), log_file)
 
 
+def start_logged(
+    argv: Sequence[str], log_file: Path, *, env: dict[str, str], cwd: str | Path | None
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a session of its own (it outlives the terminal and the caller),
+    stdin on /dev/null and its output appended to ``log_file`` (0600), with only its
+    stdio descriptors. Raise OSError if it cannot be started."""
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+
+
 def start_in_background(
     argv: Sequence[str],
     log_file: Path,
@@ -103,20 +125,7 @@ def start_in_background(
     with ReadyListener() as listener:
         env = {**env, "NOTIFY_SOCKET": listener.address}
         start_offset = log_file.stat().st_size if log_file.exists() else 0
-        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-                close_fds=True,
-            )
-        finally:
-            os.close(fd)
+        proc = start_logged(argv, log_file, env=env, cwd=cwd)
         try:
             listener.wait(proc, timeout)
         except HostStartError as exc:

@@ -36,7 +36,7 @@ from agenthost.client import AsyncClient
 from agenthost.daemon.protocol import SpawnSpec
 from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
 from agenthost.hostoptions import DEFAULTS, HostOptions
-from agenthost.launch import HostStartError
+from agenthost.launch import HostStartError, start_logged
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
 
@@ -222,22 +222,10 @@ class Spawner:
         self, argv: list[str], env: dict[str, str], log_file: Path, spec: SpawnSpec
     ) -> subprocess.Popen[bytes]:
         cwd = spec.cwd if spec.cwd and os.path.isdir(spec.cwd) else str(self.home)
-        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
-            return subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-                close_fds=True,
-            )
+            return start_logged(argv, log_file, env=env, cwd=cwd)
         except OSError as exc:
             raise ConfigError(f"cannot start a host: {exc}") from exc
-        finally:
-            os.close(fd)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> asyncio.Future[int]:
         """Reap ``proc`` when it exits (the returned future gets its status)."""
