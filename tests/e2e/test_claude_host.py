@@ -225,7 +225,9 @@ def test_interrupt_a_streaming_turn(start: Start, server: FakeAnthropic) -> None
     with attached(host) as conn:
         conn.send("host.send", {"input": "Talk for a long time"})
         until(conn, state("running"))
-        server.wait_for_deltas(1)  # it is streaming now
+        # it is streaming now, and the CLI has had some text (a delta sent is not yet one
+        # the CLI read: interrupted before it did, the CLI has no partial answer to mark)
+        server.wait_for_deltas(4)
         assert conn.request("host.interrupt")["payload"] == {"sent": True, "method": "control"}
         events = until(conn, state("idle"))
         (result,) = results(events)
