@@ -41,7 +41,7 @@ e2e-clis: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(VENV)/bin/lint-imports
+	$(PY) tests/layers.py
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

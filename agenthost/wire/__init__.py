@@ -21,6 +21,5 @@ With I/O:
 * :mod:`~agenthost.wire.peer`: who is at the other end of a Unix socket.
 
 Nothing here knows a message of the host or of the daemon: each service brings its
-message table. ``make lint`` checks both rules (import-linter contracts in
-pyproject.toml).
+message table. ``make lint`` checks both rules (``tests/layers.py``).
 """
