@@ -68,15 +68,15 @@ from agenthost.protocol import (
     PermissionRequest,
     PingResponse,
     RespondResponse,
+    Response,
     SendResponse,
     StatusResponse,
     StopResponse,
     StreamEvent,
     check_peer_version,
-    decode_payload,
     response_error_code,
 )
-from agenthost.wire.client import ClientCore, StreamLimit
+from agenthost.wire.client import ClientCore, ServiceClient, StreamLimit
 
 DEFAULT_CONNECT_TIMEOUT: Final = 2.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
@@ -90,7 +90,7 @@ P = ParamSpec("P")
 _END: Final = object()
 
 
-class AsyncClient:
+class AsyncClient(ServiceClient[StreamEvent]):
     """An asyncio connection to one host.
 
     Give an ``agent_id`` (its socket is found under ``home``, default
@@ -155,11 +155,6 @@ class AsyncClient:
     # --- connection ---------------------------------------------------------------------
 
     @property
-    def connected(self) -> bool:
-        """True while the connection is open and usable."""
-        return self._core.connected
-
-    @property
     def events_queued(self) -> int:
         """Events received and not yet read (at most ``stream_limit.items``)."""
         return self._core.queued
@@ -172,19 +167,12 @@ class AsyncClient:
         on the socket, or a host of another user), VersionUnsupported (the host speaks
         another major version).
         """
-        if self._core.opened:
-            return
-        self._core.connect_timeout = self.connect_timeout
-        await self._core.connect()
+        await super().connect()
+
+    async def _handshake(self) -> None:
         if self.check_version:
-            try:
-                ping = await self.ping()
-                check_peer_version(ping.protocol_version, min_version=ping.min_protocol_version)
-            except BaseException:
-                # a host we refuse (another major) must not keep our connection and read
-                # task alive: they leaked, unclosed, with the exception
-                await self.close()
-                raise
+            ping = await self.ping()
+            check_peer_version(ping.protocol_version, min_version=ping.min_protocol_version)
 
     def _connect_error(self, exc: OSError | TimeoutError) -> AgentHostError:
         if isinstance(exc, FileNotFoundError | ConnectionRefusedError):
@@ -203,22 +191,10 @@ class AsyncClient:
     async def close(self) -> None:
         """Close the connection; requests still waiting fail with NotConnected, and an
         attached stream ends. Safe to call twice. Raises nothing."""
+        await super().close()
+
+    def _closing(self) -> None:
         self._attached_at = None
-        await self._core.close()
-
-    async def __aenter__(self) -> AsyncClient:
-        """Connect (see :meth:`connect`); the ``async with`` block closes."""
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the connection."""
-        await self.close()
 
     def _name(self) -> str:
         return f"agent {self.agent_id!r}" if self.agent_id else str(self.socket_path)
@@ -241,28 +217,14 @@ class AsyncClient:
         agenthost.errors), or for an error without a code (a 1.0 host as first
         published) the class its message implies, else InternalError.
         """
-        return await self._request(mtype, payload, timeout=timeout)
+        return await self._request(str(mtype), payload, timeout=timeout)
 
-    async def _request(
-        self,
-        mtype: MessageType | str,
-        payload: dict[str, Any] | None = None,
-        *,
-        timeout: float | None = None,
-        resume_stream: bool = False,
-    ) -> dict[str, Any]:
-        if not self._core.opened:
-            await self.connect()
-        wait = self.request_timeout if timeout is None else timeout
-        response = await self._core.request(str(mtype), payload, wait, resume_stream=resume_stream)
-        if not response.success:
-            host_version = self.host_ping.protocol_version if self.host_ping else None
-            code = response_error_code(response, host_version)
-            raise error_from_code(code, response.error or "request failed")
-        return response.payload or {}
-
-    async def _typed(self, model: type[M], mtype: MessageType, **kw: Any) -> M:
-        return decode_payload(model, await self._request(mtype, **kw), mtype)
+    def _failure(self, response: Response) -> AgentHostError:
+        # a 1.0 host as first published sends errors without a code: read it from the
+        # message, or from the host's version and the request's
+        host_version = self.host_ping.protocol_version if self.host_ping else None
+        code = response_error_code(response, host_version)
+        return error_from_code(code, response.error or "request failed")
 
     async def ping(self) -> PingResponse:
         """Check that the host answers.

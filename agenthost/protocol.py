@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 import re
 from json.encoder import encode_basestring
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 
 from agenthost.errors import ErrorCode, ProtocolError
 from agenthost.linesplit import Fragment
@@ -69,8 +69,8 @@ from agenthost.wire.codec import (
     Response,
     check_peer_version,
     compare_versions,
+    decode_payload,
     decode_request,
-    describe_validation,
     encode_error,
     encode_request,
     encode_response,
@@ -126,18 +126,6 @@ def decode_message(frame: bytes) -> Response | StreamEvent | None:
     ProtocolError, with what is wrong, if the frame is none of these.
     """
     return HOST_MESSAGES.decode_frame(frame)
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def decode_payload(model: type[M], payload: dict[str, Any], mtype: str) -> M:
-    """Validate the payload of a ``mtype`` response as ``model``; raise ProtocolError
-    saying which fields are wrong."""
-    try:
-        return model.model_validate(payload)
-    except ValidationError as exc:
-        raise ProtocolError(f"malformed {mtype} response: {describe_validation(exc)}") from None
 
 
 _CODES_BY_MESSAGE: Final = (

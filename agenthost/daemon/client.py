@@ -22,10 +22,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from agenthost.daemon.files import daemon_lock_path, daemon_log_path, daemon_socket_path
 from agenthost.daemon.protocol import (
@@ -47,22 +46,20 @@ from agenthost.errors import (
     AgentHostError,
     DaemonNotRunning,
     DaemonStartError,
-    ProtocolError,
     RegistryError,
-    error_from_code,
 )
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, logs_dir, resolve_home
 from agenthost.protocol import (
     StreamEvent,
 )
-from agenthost.wire.client import ClientCore, StreamLimit
+from agenthost.wire.client import ClientCore, ServiceClient, StreamLimit
 
 M = TypeVar("M", bound=BaseModel)
 FRAME_QUEUE: Final = StreamLimit().items
 
 
-class DaemonClient:
+class DaemonClient(ServiceClient[StreamEvent | Notice]):
     """An asyncio connection to the daemon of ``home``.
 
     Requests raise, besides the errors they name: DaemonNotRunning (nothing answers on
@@ -111,11 +108,6 @@ class DaemonClient:
         self._positions: dict[str, WatchCursor] = {}  # what next_frame delivered
 
     @property
-    def connected(self) -> bool:
-        """True while the connection is open and usable."""
-        return self._core.connected
-
-    @property
     def frames_queued(self) -> int:
         """Watch frames received and not yet read (at most ``stream_limit.items``)."""
         return self._core.queued
@@ -123,8 +115,7 @@ class DaemonClient:
     async def connect(self) -> None:
         """Connect; raise DaemonNotRunning if nothing answers on the socket, Forbidden
         if the socket or its server is another user's."""
-        self._core.connect_timeout = self.connect_timeout
-        await self._core.connect()
+        await super().connect()
 
     def _connect_error(self, exc: OSError | TimeoutError) -> AgentHostError:
         return DaemonNotRunning(
@@ -132,22 +123,8 @@ class DaemonClient:
             hint="start one with `agenthost daemon` (or `agenthost run` starts it)",
         )
 
-    async def close(self) -> None:
-        """Close the connection (pending requests fail with NotConnected)."""
+    def _closing(self) -> None:
         self._watching = None
-        await self._core.close()
-
-    async def __aenter__(self) -> DaemonClient:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def request(
         self, mtype: str, payload: dict[str, Any] | None = None, *, timeout: float | None = None
@@ -163,30 +140,11 @@ class DaemonClient:
         timeout: float | None = None,
         resume_stream: bool = False,
     ) -> dict[str, Any]:
-        if not self._core.opened:
-            await self.connect()
-        wait = self.request_timeout if timeout is None else timeout
-        response = await self._core.request(str(mtype), payload, wait, resume_stream=resume_stream)
-        if not response.success:
-            raise error_from_code(response.code, response.error or "request failed")
+        data = await super()._request(mtype, payload, timeout=timeout, resume_stream=resume_stream)
         if mtype == DaemonMessageType.UNWATCH:
             self._watching = None
             self._core.end_overflow()
-        return response.payload or {}
-
-    async def _typed(
-        self,
-        model: type[M],
-        mtype: str,
-        payload: dict[str, Any] | None = None,
-        *,
-        resume_stream: bool = False,
-    ) -> M:
-        data = await self._request(mtype, payload, resume_stream=resume_stream)
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            raise ProtocolError(f"malformed {mtype} response: {exc.error_count()} errors") from None
+        return data
 
     async def ping(self) -> DaemonPingResponse:
         """The daemon's versions, uptime and start-up reconcile report."""

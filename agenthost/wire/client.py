@@ -29,7 +29,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Generic, TypeVar
+from types import TracebackType
+from typing import Any, Final, Generic, Self, TypeVar
+
+from pydantic import BaseModel
 
 from agenthost.errors import (
     AgentHostError,
@@ -39,11 +42,12 @@ from agenthost.errors import (
     RequestTimeout,
     error_from_code,
 )
-from agenthost.wire.codec import Response, encode_request
+from agenthost.wire.codec import Response, decode_payload, encode_request
 from agenthost.wire.framing import CLIENT_FRAME_LIMIT, FrameDecoder
 from agenthost.wire.peer import check_server
 
 S = TypeVar("S")
+M = TypeVar("M", bound=BaseModel)
 
 READ_CHUNK: Final = 1 << 16
 _RETRY_FIRST: Final = 0.001
@@ -331,3 +335,98 @@ class ClientCore(Generic[S]):
         """Forget an overflow (the caller ended the stream itself): stream frames are
         queued again and :meth:`next_stream` will not report it."""
         self._discarding = self._report_overflow = False
+
+
+class ServiceClient(Generic[S]):
+    """What every service's client shares, on one :class:`ClientCore` (``_core``, made
+    by the subclass): connect and close, ``async with``, and requests whose failures
+    raise the error class of their code and whose payloads are validated as models.
+
+    Subclasses name their errors (``_connect_error``, :meth:`_failure`), may check the
+    server after connecting (:meth:`_handshake`) and forget their stream on close
+    (:meth:`_closing`).
+    """
+
+    socket_path: Path
+    connect_timeout: float
+    request_timeout: float
+    _core: ClientCore[S]
+
+    @property
+    def connected(self) -> bool:
+        """True while the connection is open and usable."""
+        return self._core.connected
+
+    async def connect(self) -> None:
+        """Connect (does nothing when connected): see the subclass."""
+        if self._core.opened:
+            return
+        self._core.connect_timeout = self.connect_timeout
+        await self._core.connect()
+        try:
+            await self._handshake()
+        except BaseException:
+            # a server we refuse must not keep our connection and read task alive
+            await self.close()
+            raise
+
+    async def _handshake(self) -> None:
+        """Check the server right after connecting (nothing by default)."""
+
+    async def close(self) -> None:
+        """Close the connection; requests still waiting fail with NotConnected, and a
+        stream ends. Safe to call twice. Raises nothing."""
+        self._closing()
+        await self._core.close()
+
+    def _closing(self) -> None:
+        """The connection closes: forget the stream's state (nothing by default)."""
+
+    async def __aenter__(self) -> Self:
+        """Connect (see :meth:`connect`); the ``async with`` block closes."""
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the connection."""
+        await self.close()
+
+    async def _request(
+        self,
+        mtype: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        resume_stream: bool = False,
+    ) -> dict[str, Any]:
+        """Send one request (connecting first if needed); return its payload, or raise
+        what :meth:`_failure` makes of a failed response."""
+        if not self._core.opened:
+            await self.connect()
+        wait = self.request_timeout if timeout is None else timeout
+        response = await self._core.request(str(mtype), payload, wait, resume_stream=resume_stream)
+        if not response.success:
+            raise self._failure(response)
+        return response.payload or {}
+
+    def _failure(self, response: Response) -> AgentHostError:
+        """The error a failed response raises: the class of its code."""
+        return error_from_code(response.code, response.error or "request failed")
+
+    async def _typed(
+        self,
+        model: type[M],
+        mtype: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        resume_stream: bool = False,
+    ) -> M:
+        """:meth:`_request`, its payload validated as ``model`` (ProtocolError if not)."""
+        data = await self._request(mtype, payload, timeout=timeout, resume_stream=resume_stream)
+        return decode_payload(model, data, mtype)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -305,3 +305,15 @@ def describe_validation(exc: ValidationError, limit: int = 5) -> str:
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def decode_payload(model: type[M], payload: dict[str, Any], mtype: str) -> M:
+    """Validate the payload of a ``mtype`` response as ``model``; raise ProtocolError
+    saying which fields are wrong."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed {mtype} response: {describe_validation(exc)}") from None
