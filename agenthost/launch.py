@@ -129,7 +129,7 @@ def start_in_background(
         try:
             listener.wait(proc, timeout)
         except HostStartError as exc:
-            tail = _tail(log_file, start_offset)
+            tail = log_tail(log_file, start_offset)
             raise HostStartError(f"{what} {exc.message}", tail, log_name) from None
     # it runs on: the Popen handle is dropped without a wait, on purpose
     proc.returncode = 0
@@ -176,7 +176,9 @@ class ReadyListener:
                 raise HostStartError(f"exited with status {code} before it was ready")
 
 
-def _tail(path: Path, offset: int, limit: int = 4000) -> str:
+def log_tail(path: Path, offset: int, limit: int = 4000) -> str:
+    """The end (``limit`` characters) of what was appended to a log after ``offset``;
+    "" when it cannot be read."""
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)

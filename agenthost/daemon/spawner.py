@@ -36,7 +36,7 @@ from agenthost.client import AsyncClient
 from agenthost.daemon.protocol import SpawnSpec
 from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
 from agenthost.hostoptions import DEFAULTS, HostOptions
-from agenthost.launch import HostStartError, start_logged
+from agenthost.launch import HostStartError, log_tail, start_logged
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
 
@@ -201,7 +201,7 @@ class Spawner:
                 await self._wait_ready(notify, exited)
             except HostStartError as exc:
                 raise HostStartError(
-                    f"the host for {agent_id!r} {exc.message}", _tail(log_file, start_offset)
+                    f"the host for {agent_id!r} {exc.message}", log_tail(log_file, start_offset)
                 ) from None
         finally:
             notify.close()
@@ -292,13 +292,3 @@ class Spawner:
             # Popen would reap on garbage collection: mark it handled, it is not ours now
             proc.returncode = proc.returncode if proc.returncode is not None else 0
         self._children.clear()
-
-
-def _tail(path: Path, offset: int, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except OSError:
-        return ""
-    return data[-limit:].decode(errors="replace").strip()
