@@ -48,6 +48,7 @@ def test_a_start_that_gets_ready_runs_in_its_own_session(tmp_path: Path) -> None
         assert oct(log.stat().st_mode & 0o777) == "0o600"  # created private
     finally:
         os.kill(pid, 9)
+        os.waitpid(pid, 0)  # our child still (its Popen was let go): reap it
 
 
 def test_log_tail_of_garbage_and_of_a_missing_file(tmp_path: Path) -> None:
