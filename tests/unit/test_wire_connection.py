@@ -17,6 +17,8 @@ from agenthost.errors import Busy
 from agenthost.protocol import MessageType, Request, encode_response, validate_payload
 from agenthost.wire.connection import Pieces, Reply, RequestConnection
 
+from badframes import BAD_FRAMES
+
 
 class Later:
     """An awaitable answer; the test decides when and how it ends."""
@@ -179,6 +181,18 @@ def test_bad_frames_get_errors_and_the_connection_goes_on() -> None:
     assert frames[2]["error"] == "unknown message type: host.nope" and frames[2]["id"] == "u"
     assert "a bug" in frames[5]["error"]
     assert frames[-1]["id"] == "p" and sink.ended is None
+
+
+@pytest.mark.parametrize(("frame", "code", "echo_type"), BAD_FRAMES)
+def test_each_bad_frame_gets_its_code_and_echo_and_the_connection_goes_on(
+    frame: bytes, code: str, echo_type: str
+) -> None:
+    conn, sink, _, _ = make()
+    conn.receive(frame + b"\n" + req("host.ping", "p"))
+    error, ping = sink.drain()
+    assert (error["success"], error["code"], error["type"]) == (False, code, echo_type)
+    assert isinstance(error["error"], str) and error["error"] and "payload" not in error
+    assert ping["id"] == "p" and ping["success"] and sink.ended is None
 
 
 def test_a_frame_over_the_limit_is_answered_then_the_connection_closes() -> None:
