@@ -14,7 +14,7 @@ host's stream), :mod:`~agenthost.daemon.supervisor` (every agent's life),
 hosts), :mod:`~agenthost.daemon.fanout` (``daemon.watch``),
 :mod:`~agenthost.daemon.server` (the socket), :mod:`~agenthost.daemon.service` (the
 process), :mod:`~agenthost.daemon.client` (talking to it), :mod:`~agenthost.daemon.files`
-(its paths), :mod:`~agenthost.daemon.aio` (asyncio helpers).
+(its paths).
 
 Nothing is imported here, so ``import agenthost.daemon.client`` stays light.
 """

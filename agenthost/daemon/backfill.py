@@ -26,8 +26,8 @@ from typing import Final, Protocol
 
 import structlog
 
+from agenthost.aio import cancel_all
 from agenthost.client import AsyncClient
-from agenthost.daemon.aio import cancel_all
 from agenthost.daemon.fanout import Held, Hub, Watcher, WatchState
 from agenthost.daemon.follower import host_client
 from agenthost.errors import AgentHostError

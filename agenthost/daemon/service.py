@@ -24,8 +24,8 @@ import structlog
 from pydantic import BaseModel
 
 from agenthost._version import __version__
+from agenthost.aio import cancel_all
 from agenthost.daemon import commands
-from agenthost.daemon.aio import cancel_all
 from agenthost.daemon.backfill import Backfills, open_source
 from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Held, Hub
 from agenthost.daemon.files import daemon_lock_path, daemon_socket_path, registry_path

@@ -23,8 +23,8 @@ from typing import Any, Literal
 import structlog
 
 from agenthost.agents import adapter_class
+from agenthost.aio import cancel_all
 from agenthost.client import AsyncClient, probe_host_async
-from agenthost.daemon.aio import cancel_all
 from agenthost.daemon.discovery import check_versions, end_from_log
 from agenthost.daemon.fanout import Hub
 from agenthost.daemon.follower import Attached, Follower
