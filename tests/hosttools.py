@@ -7,6 +7,7 @@ on the socket with a timeout.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -40,6 +41,19 @@ def wait_for(predicate: Callable[[], T], timeout: float = DEADLINE, what: str = 
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(delay)  # polling interval of a condition wait, not a synchronisation
         delay = min(delay * 2, 0.05)
+
+
+async def wait_until(
+    predicate: Callable[[], object], what: str = "condition", timeout: float = DEADLINE
+) -> None:
+    """:func:`wait_for` on a running event loop: poll ``predicate`` between the loop's
+    other work until it is truthy; fail after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.002)  # polling interval of a condition wait
 
 
 def pid_gone(pid: int) -> bool:

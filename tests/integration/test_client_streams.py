@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 
 import uvloop
 
@@ -15,6 +14,7 @@ from agenthost.protocol import MessageType
 
 from conftest import HostFactory
 from hosttools import DEADLINE, lines_agent
+from hosttools import wait_until as until
 
 CAT = ["cat"]
 
@@ -40,15 +40,6 @@ def test_recv_frame_gives_the_event_and_its_bytes_as_sent(host_factory: HostFact
 
 
 FLOOD = 20_000
-
-
-async def until(predicate: Callable[[], bool], timeout: float = DEADLINE) -> None:
-    """Poll ``predicate`` until it holds; fail after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "timed out waiting for a condition"
-        await asyncio.sleep(0.005)  # polling interval of a condition wait
 
 
 def test_requests_answer_while_an_attach_is_not_read(host_factory: HostFactory) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from agenthost.protocol import StreamEvent
 
 from daemontools import daemon_world, flood_command
 from hosttools import DEADLINE, RawConn, wait_for
+from hosttools import wait_until as until
 
 
 @contextlib.contextmanager
@@ -109,12 +110,3 @@ def test_a_watch_nobody_reads_never_holds_up_a_request_and_loses_nothing(home: P
 
         seen = uvloop.run(asyncio.wait_for(main(), 120))
         assert seen == list(range(1, last + 1))
-
-
-async def until(predicate: Callable[[], bool], timeout: float = DEADLINE) -> None:
-    """Poll ``predicate`` until it holds; fail after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "timed out waiting for a condition"
-        await asyncio.sleep(0.005)  # polling interval of a condition wait

@@ -8,7 +8,7 @@ import asyncio
 import gc
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -21,6 +21,8 @@ from agenthost.host.host import Host, HostConfig
 from agenthost.host.run import run_host, serve_host
 from agenthost.models import AgentState
 from agenthost.paths import socket_path
+
+from hosttools import wait_until as until
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGPIPE)
 
@@ -46,16 +48,6 @@ def assert_ours() -> None:
     assert {sig.name: signal.getsignal(sig) for sig in SIGNALS} == {
         sig.name: ours for sig in SIGNALS
     }
-
-
-async def until(predicate: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    """Wait for ``predicate`` with a deadline (polling a condition, not a delay)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def test_a_host_run_to_its_end_leaves_the_handlers_it_found(home: Path, handlers: None) -> None:

@@ -28,6 +28,8 @@ from agenthost.host.server import Connection, HostServer
 from agenthost.protocol import MessageType, Request, encode_response
 from agenthost.ringbuffer import RingBuffer
 
+from hosttools import wait_until as until
+
 DEADLINE = 10.0
 
 
@@ -35,15 +37,6 @@ def run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run ``main`` on uvloop, the loop the host and the daemon run on."""
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())
-
-
-async def until(predicate: Callable[[], object], what: str) -> None:
-    """Let the loop run until ``predicate`` holds (a deadline, not a fixed wait)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE
-    while not predicate():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.001)  # polling interval of the condition wait
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from agenthost.daemon.backfill import Backfills
 from agenthost.daemon.fanout import Held, Hub, WatchState
 from agenthost.daemon.protocol import WatchCursor, WatchRequest
 
+from hosttools import wait_until as until
+
 
 class FakeWatcher:
     """Records what the hub sends; ``backlog`` plays the transport's queued bytes."""
@@ -333,15 +335,6 @@ def test_backfills_of_several_agents_go_independently() -> None:
         assert watcher.offsets("a") == list(range(1, 44))
 
     asyncio.run(run())
-
-
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    """Let the loop run until ``predicate`` holds (a condition wait with a deadline)."""
-    deadline = asyncio.get_running_loop().time() + 5
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0)  # one turn of the loop: the polling step, not a clock
 
 
 def test_back_pressure_and_a_watcher_gone_mid_backfill() -> None:

@@ -10,7 +10,6 @@ in one event loop; only the daemon around them is a small stand-in.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +17,8 @@ from agenthost.daemon.backfill import Backfills
 from agenthost.daemon.fanout import Held, Hub
 from agenthost.daemon.protocol import WatchRequest
 from agenthost.daemon.server import DaemonConnection
+
+from hosttools import wait_until as until
 
 
 class SliceSource:
@@ -41,13 +42,6 @@ class Daemon:
     def resume(self, conn: Any) -> None:
         self.hub.pump(conn)
         self.backfills.drained(conn)
-
-
-async def until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.001)
 
 
 def test_a_dropped_watcher_takes_its_backfills_with_its_connection() -> None:
