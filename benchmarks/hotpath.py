@@ -1,0 +1,118 @@
+"""The host's hot path alone: CPU per agent line and memory after a flood, 10 clients.
+
+Starts ``lines`` hosts (the flood agent, ``flood.py --stdin``) and floods each to raw
+clients (``clients.py``, the harness's checking clients), as ``run.py`` does, but only
+the figures of the hot path:
+
+* **CPU µs/line**: host CPU (``/proc/PID/schedstat``) per agent line, on a host whose
+  ring holds a whole flood (``run.py``'s throughput host), and its lines/s;
+* **RSS after**: host RSS once a flood is over, on a host with the default ring (the
+  clients fall behind it and are caught up from the journal), against its RSS before
+  the first flood (agent running, warmed up with 1,000 lines to one client).
+
+Each ``--tree`` (a directory holding an ``agenthost`` package; default: this checkout)
+gets its own pair of hosts; floods alternate between trees, so that old and new code
+share the machine's load. Prints one line per flood and the median per tree::
+
+    .venv/bin/python benchmarks/hotpath.py --repeat 5
+    .venv/bin/python benchmarks/hotpath.py --tree /tmp/old --tree . --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import measures  # noqa: E402
+from procs import FLOOD, PY, Host, Procs  # noqa: E402
+
+MiB = 1 << 20
+
+
+def start(procs: Procs, tree: str, options: list[str]) -> Host:
+    """A warmed-up ``lines`` host running the code of ``tree``."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(Path(tree).resolve())  # before the editable install
+    try:
+        host = procs.start_host("lines", [PY, FLOOD, "--stdin"], options)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    measures.wait_state(host, ("running",))
+    measures.host_flood(procs, host, "lines", 1, 1000)
+    measures.wait_flood_over(host, "lines")
+    return host
+
+
+def rss_mib(host: Host) -> float:
+    return float(host.ps.memory_info().rss) / MiB
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tree", action="append", help="source tree(s) to compare")
+    parser.add_argument("--repeat", type=int, default=5, help="floods per tree and host")
+    parser.add_argument("--count", type=int, default=200_000, help="lines per flood")
+    parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument("--profile", help="py-spy raw profile of the first tree's CPU host")
+    args = parser.parse_args()
+    trees = args.tree or [str(Path(__file__).resolve().parent.parent)]
+    big_ring = ["--ring-size", str(args.count + 10_000), "--ring-bytes", str(1 << 30)]
+    results: dict[str, dict[str, list[float]]] = {}
+    with Procs() as procs:
+        hosts = {}
+        for tree in trees:
+            hosts[tree] = (start(procs, tree, big_ring), start(procs, tree, []))
+            results[tree] = {"us_per_line": [], "lines_per_s": [], "rss_after": []}
+            results[tree]["rss_idle"] = [rss_mib(hosts[tree][1])]
+        spy = None
+        if args.profile:
+            pid = str(hosts[trees[0]][0].proc.pid)
+            argv = ["py-spy", "record", "-p", pid, "-f", "raw", "-r", "250", "-o", args.profile]
+            spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)  # py-spy attaches
+        for n in range(args.repeat):
+            for tree in trees:
+                cpu_host, mem_host = hosts[tree]
+                run = measures.host_flood(procs, cpu_host, "lines", args.clients, args.count)
+                flood = measures.host_flood(procs, mem_host, "lines", args.clients, args.count)
+                measures.wait_flood_over(mem_host, "lines")
+                after = rss_mib(mem_host)
+                row = results[tree]
+                row["us_per_line"].append(run["server_cpu_us_per_line"])
+                row["lines_per_s"].append(run["lines_per_s"])
+                row["rss_after"].append(after)
+                ok = run["complete"] and flood["complete"]
+                print(
+                    f"{n + 1} {tree}: {run['server_cpu_us_per_line']:.3f} us/line, "
+                    f"{run['lines_per_s']:,.0f} lines/s; default ring: RSS after "
+                    f"{after:.1f} MiB (idle {row['rss_idle'][0]:.1f})"
+                    + ("" if ok else f" INCOMPLETE {run['errors'][:1]} {flood['errors'][:1]}"),
+                    flush=True,
+                )
+                time.sleep(0.2)  # let the clients' process exit before the next flood
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait()
+    for tree, row in results.items():
+        med = {key: statistics.median(values) for key, values in row.items()}
+        print(
+            f"median {tree}: {med['us_per_line']:.3f} us/line, {med['lines_per_s']:,.0f} "
+            f"lines/s, RSS idle {med['rss_idle']:.1f} MiB, after {med['rss_after']:.1f} MiB "
+            f"({med['rss_after'] / med['rss_idle']:.2f}x)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
