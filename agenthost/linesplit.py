@@ -44,44 +44,51 @@ class LineSplitter:
         if max_line < 4:
             raise ValueError("max_line must be at least 4")
         self.max_line = max_line
-        self._pending = bytearray()
+        self._pending = b""  # the start of a line, never more than max_line bytes
 
     def feed(self, data: bytes) -> list[bytes]:
         """Lines completed by ``data``, in order; Fragment items are partial lines."""
         if self._pending:
-            self._pending += data
-            data = bytes(self._pending)
-            self._pending.clear()
+            data = self._pending + data
+        if b"\r" in data:
+            # one CR before each newline goes; a CR at the end of the chunk stays in the
+            # tail, and its newline (next chunk) meets it there
+            data = data.replace(b"\r\n", b"\n")
         lines = data.split(b"\n")
         tail = lines.pop()
         limit = self.max_line
+        if len(tail) > limit:
+            pieces = self._cut(tail)
+            tail = pieces.pop()
+        else:
+            pieces = []
+        self._pending = tail
+        # The hot path: a chunk of lines that all fit is returned as split, with no
+        # loop over its lines in Python (a flooding agent prints thousands per read).
+        if len(data) > limit and max(map(len, lines), default=0) > limit:
+            lines = self._cut_long(lines)
+        if pieces:
+            lines.extend(pieces)
+        return lines
+
+    def flush(self) -> list[bytes]:
+        """The last, unterminated line (if any)."""
+        line = self._pending
+        if not line:
+            return []
+        self._pending = b""
+        return [line[:-1] if line[-1:] == b"\r" else line]  # (at most max_line bytes)
+
+    def _cut_long(self, lines: list[bytes]) -> list[bytes]:
+        """Complete lines, those over max_line cut into Fragments (see :meth:`_cut`)."""
+        limit = self.max_line
         out: list[bytes] = []
         for line in lines:
-            if line[-1:] == b"\r":
-                line = line[:-1]
             if len(line) <= limit:
                 out.append(line)
             else:
                 out.extend(self._cut(line))
-        if len(tail) > limit:
-            pieces = self._cut(tail)
-            self._pending += pieces.pop()
-            out.extend(pieces)
-        else:
-            self._pending += tail
         return out
-
-    def flush(self) -> list[bytes]:
-        """The last, unterminated line (if any)."""
-        if not self._pending:
-            return []
-        line = bytes(self._pending)
-        self._pending.clear()
-        if line[-1:] == b"\r":
-            line = line[:-1]
-        if len(line) <= self.max_line:
-            return [line]
-        return self._cut(line)
 
     def _cut(self, line: bytes) -> list[bytes]:
         """Cut ``line`` into Fragments of at most max_line bytes, then the rest.

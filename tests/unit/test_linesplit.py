@@ -194,3 +194,82 @@ def test_fragment_is_bytes() -> None:
     assert isinstance(frag, bytes)
     assert frag == b"abc"
     assert frag.decode() == "abc"
+
+
+# --- the fast path against the line-by-line model -------------------------------------
+
+
+def _model(chunks: list[bytes], max_line: int) -> list[bytes]:
+    """The slow path: each chunk joined to what is pending, then one line at a time
+    (one CR stripped, a line over max_line cut into Fragments); a pending start of a
+    line over max_line is cut at once, as it must not be buffered."""
+    cut = LineSplitter(max_line)._cut
+    out: list[bytes] = []
+    pending = b""
+    for chunk in [*chunks, None]:
+        if chunk is None:  # end of stream: the last line without a newline
+            lines, pending = ([pending] if pending else []), b""
+        else:
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+        for line in lines:
+            line = line[:-1] if line.endswith(b"\r") else line
+            out.extend([line] if len(line) <= max_line else cut(line))
+        if len(pending) > max_line:
+            pieces = cut(pending)
+            pending = pieces.pop()
+            out.extend(pieces)
+    return out
+
+
+line_bytes = st.lists(
+    st.sampled_from([b"a", b"\r", b"\xc3\xa9", b"\xe2\x82\xac", b"\xff", b" "]), max_size=12
+).map(b"".join)
+endings = st.sampled_from([b"\n", b"\r\n", b"\r\r\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.tuples(line_bytes, endings), max_size=30),
+    last=line_bytes,
+    cuts=st.lists(st.integers(min_value=0), max_size=12),
+    empty=st.lists(st.integers(min_value=0, max_value=40), max_size=4),
+    max_line=st.sampled_from([4, 5, 8, 11, 16, 1 << 20]),
+)
+def test_matches_the_line_by_line_model(
+    lines: list[tuple[bytes, bytes]],
+    last: bytes,
+    cuts: list[int],
+    empty: list[int],
+    max_line: int,
+) -> None:
+    """Lines that fit (returned as split) mixed with lines over the limit (cut), CRLF
+    and CR anywhere, chunks ending mid-line or between CR and LF, empty chunks."""
+    data = b"".join(text + end for text, end in lines) + last
+    chunks = _chunk(data, cuts)
+    for i in sorted(empty, reverse=True):
+        chunks.insert(min(i, len(chunks)), b"")
+    splitter = LineSplitter(max_line)
+    out: list[bytes] = []
+    for chunk in chunks:
+        out.extend(splitter.feed(chunk))
+        assert len(splitter._pending) <= max_line
+    out.extend(splitter.flush())
+    expected = _model(chunks, max_line)
+    assert out == expected
+    assert [type(i) for i in out] == [type(i) for i in expected]
+
+
+def test_a_chunk_longer_than_the_limit_whose_lines_all_fit() -> None:
+    splitter = LineSplitter(8)
+    out = splitter.feed(b"12345678\r\n" * 5 + b"1234567")
+    assert out == [b"12345678"] * 5
+    assert all(type(i) is bytes for i in out)
+    assert splitter.feed(b"89\r\n") == [Fragment(b"12345678"), b"9"]
+
+
+def test_many_lines_in_one_chunk_come_back_as_split() -> None:
+    splitter = LineSplitter()
+    lines = [b"%d line" % i for i in range(10_000)]
+    assert splitter.feed(b"\n".join(lines) + b"\nstart of the next") == lines
+    assert splitter.feed(b" one\r\n") == [b"start of the next one"]
