@@ -139,9 +139,7 @@ class AgentStream:
         """The hot path: one ``output`` event per raw line, no adapter involved."""
         first = self.ring.next_offset
         chunks = self.encoder.output_lines(first, now_rfc3339(), lines, stream)
-        append = self.ring.append
-        for data in chunks:
-            append(data, len(data))
+        self.ring.extend(chunks, list(map(len, chunks)))
         self._commit(first, chunks)
 
     def publish_stdout(self, lines: list[bytes], adapter: Adapter) -> None:

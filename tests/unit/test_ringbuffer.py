@@ -92,6 +92,18 @@ class RingMachine(RuleBasedStateMachine):
         assert self.ring.get(item.offset) is item
         assert self.ring.last_offset == item.offset
 
+    @rule(sizes=st.lists(st.integers(min_value=0, max_value=80), max_size=30))
+    def extend(self, sizes: list[int]) -> None:
+        """A batch is the same as one append per item (wrapping, evicting by count and
+        by bytes, more items than the ring holds)."""
+        first = self.model.next_offset
+        items = [Item(first + i) for i in range(len(sizes))]
+        assert self.ring.extend(items, sizes) == first
+        for item, size in zip(items, sizes, strict=True):
+            self.model.append(item, size)
+        if items:
+            assert self.ring.get(items[-1].offset) is items[-1]
+
     @rule(big=st.integers(min_value=1, max_value=1000))
     def append_huge(self, big: int) -> None:
         item = Item(self.model.next_offset)
