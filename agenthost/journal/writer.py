@@ -169,30 +169,32 @@ class JournalWriter:
         if self.failed is not None:
             return
         try:
-            offset, rest = first_offset, data
+            offset, rest, left = first_offset, data, count
             while rest:
-                part, records = self._fitting(rest, offset)
+                part, records = self._fitting(rest, offset, left)
                 self._write(part, offset)
                 offset += records
+                left -= records
                 rest = rest[len(part) :]
         except OSError as exc:
             self._fail(f"journal write failed: {exc.strerror or exc}")
         self.committed_offset = first_offset + count - 1
 
-    def _fitting(self, data: bytes, first_offset: int) -> tuple[bytes, int]:
-        """The records of ``data`` that fit the active segment (rolling to a new one
-        when none do) and how many they are. A batch larger than the room left is cut
-        at a record boundary, so segments keep to their size and retention is exact;
-        a single record larger than a whole segment gets a segment of its own."""
+    def _fitting(self, data: bytes, first_offset: int, count: int) -> tuple[bytes, int]:
+        """The records of ``data`` (``count`` of them) that fit the active segment
+        (rolling to a new one when none do) and how many they are. A batch larger than
+        the room left is cut at a record boundary, so segments keep to their size and
+        retention is exact; a single record larger than a whole segment gets a segment
+        of its own. (A batch that fits, the usual case, is not counted again.)"""
         active = self._active or self._roll(first_offset)
         room = self.config.segment_bytes - active.size
         if len(data) <= room:
-            return data, data.count(b"\n")
+            return data, count
         cut = data.rfind(b"\n", 0, max(room, 0)) + 1
         if cut == 0:  # not even one record fits here
             if active.size:
                 self._roll(first_offset)
-                return self._fitting(data, first_offset)
+                return self._fitting(data, first_offset, count)
             cut = data.find(b"\n") + 1 or len(data)  # an empty segment takes one record
         return data[:cut], data.count(b"\n", 0, cut)
 
