@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -14,7 +15,18 @@ from typing import Any
 
 import psutil
 from clients import LIVE, is_end, percentile
-from procs import FLOOD, HERE, PY, BenchError, Host, Procs, kill_group, read_line, request
+from procs import (
+    FLOOD,
+    HERE,
+    PY,
+    BenchError,
+    Host,
+    Procs,
+    kill_group,
+    process_cpu_ns,
+    read_line,
+    request,
+)
 
 CLIENTS = str(HERE / "clients.py")
 RELAY = str(HERE / "relay.py")
@@ -24,25 +36,14 @@ MiB = 1 << 20
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:
-    """CPU time of the processes that still run, in seconds.
-
-    Read from ``/proc/PID/schedstat`` (nanoseconds) when the kernel has it; psutil's
-    user + system times count in clock ticks (10 ms), too coarse for short runs.
-    """
-    total = 0.0
+    """CPU time of the processes that still run, in seconds: every thread of each (a
+    host's journal thread included), in nanoseconds (``procs.process_cpu_ns``); psutil's
+    user + system times count in clock ticks (10 ms), too coarse for short runs."""
+    total = 0
     for proc in procs:
-        try:
-            with open(f"/proc/{proc.pid}/schedstat") as fh:
-                total += int(fh.read().split()[0]) / 1e9
-            continue
-        except (OSError, ValueError, IndexError):
-            pass
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
+        with contextlib.suppress(OSError):
+            total += process_cpu_ns(proc.pid)
+    return total / 1e9
 
 
 def demo_user_message(text: str) -> str:
@@ -352,4 +353,42 @@ def pss_hosts(procs: Procs, count: int, settle: float) -> dict[str, Any]:
         "pss_mib": stats([i.pss / MiB for i in infos]),
         "rss_mib": stats([i.rss / MiB for i in infos]),
         "uss_mib": stats([i.uss / MiB for i in infos]),
+    }
+
+
+def flood_memory(
+    procs: Procs, clients: int, count: int, runs: int, settle: float
+) -> dict[str, Any]:
+    """RSS of one ``lines`` host (default ring, as users run it) idle, then after a
+    full-speed flood of ``count`` lines to ``clients`` clients, once the flood is over
+    and ``settle`` seconds passed: what the flood leaves behind (buffers the host keeps
+    or the allocator does not give back). ``runs`` fresh hosts; the run with the median
+    ratio after / idle, and every ratio."""
+    measured = []
+    for _ in range(runs):
+        host = procs.start_host("lines", LINES_AGENT)
+        wait_state(host, ("running",))
+        time.sleep(settle)  # as for idle_rss
+        idle = rss(host.ps)
+        flood = host_flood(procs, host, "lines", clients, count)
+        wait_flood_over(host, "lines")
+        time.sleep(settle)
+        after = rss(host.ps)
+        procs.stop_host(host)
+        measured.append(
+            {
+                "idle": idle,
+                "after": after,
+                "ratio": after["rss_mib"] / idle["rss_mib"],
+                "complete": flood["complete"],
+                "dropped": flood["dropped"],
+            }
+        )
+    ordered = sorted(measured, key=lambda m: m["ratio"])
+    return {
+        "clients": clients,
+        "agent_lines": count,
+        "runs": runs,
+        **ordered[(len(ordered) - 1) // 2],
+        "all_ratios": [round(m["ratio"], 3) for m in measured],
     }

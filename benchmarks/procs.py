@@ -8,6 +8,7 @@ then SIGKILL for the stragglers, agents included), also on Ctrl-C or an exceptio
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import secrets
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import psutil
 PY = sys.executable
 HERE = Path(__file__).resolve().parent
 FLOOD = str(HERE / "agents" / "flood.py")
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class BenchError(RuntimeError):
@@ -164,6 +166,43 @@ def tail(path: Path, size: int = 2000) -> str:
         return path.read_bytes()[-size:].decode(errors="replace")
     except OSError:
         return ""
+
+
+@contextlib.contextmanager
+def subreaper() -> Iterator[None]:
+    """Make this process the reaper of the orphans of its descendants while in the block.
+
+    Hosts outlive the daemon that started them (and a double-forked host is an orphan
+    from its start): as init or the service manager would, this process reaps them, so
+    that none is left a zombie when the measurement is over.
+    """
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def process_cpu_ns(pid: int) -> int:
+    """CPU time (user + system, ns) a running process has used since it was forked:
+    every thread it has or had, not its children.
+
+    Read from the kernel's per-process CPU clock (``clock_getcpuclockid``: the clock id
+    is ``~pid << 3 | CPUCLOCK_SCHED``), the same nanosecond count as
+    ``/proc/PID/schedstat`` but for the whole thread group (schedstat is one thread's:
+    it would miss a host's journal thread). Falls back to the sum of the live threads'
+    schedstat; raises OSError if the process is gone.
+    """
+    try:
+        return int(time.clock_gettime_ns((~pid << 3) | 2))
+    except OSError:
+        pass
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
 
 
 def kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_text import ABOUT, GOALS_NOTE, HOW, NOTES, PLACEHOLDER, UNMET, UNMET_REASONS
+import goals15
+from docs_text import (
+    ABOUT,
+    GOALS15_NOTE,
+    GOALS_NOTE,
+    HOW,
+    NOTES,
+    PLACEHOLDER,
+    UNMET,
+    UNMET_REASONS,
+)
+from goalrow import NOT_MEASURED
+from goalrow import complete as _complete
+from goalrow import find as _row
+from goalrow import goal as _goal
 from plots import LATENCY, THROUGHPUT
 
 COMMAND = "make bench"
 MB = 1e6  # the goals' memory unit, read strictly: 1 MB = 10^6 bytes, a little under 1 MiB
 MiB = 1 << 20
-NOT_MEASURED = "not measured"
-
-
-def _row(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
-    for row in rows:
-        if all(row.get(k) == v for k, v in match.items()):
-            return row
-    return None
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
@@ -47,6 +53,7 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
     return {
         "complete": not incomplete,
         "goals": goals(results),
+        "goals15": goals15.goals(results),
         "default_ring_dropped": sum(r["dropped"] for r in results["default_ring"]),
         "incomplete_runs": incomplete,
         "ratios": {
@@ -66,32 +73,6 @@ def _n(value: float) -> str:
 def _mb(mib: float) -> str:
     """A memory figure in the goals' unit (MB), with MiB, the other tables' unit."""
     return f"{mib * MiB / MB:.1f} MB ({mib:.1f} MiB)"
-
-
-def _goal(
-    key: str,
-    figure: str,
-    goal: str,
-    measured: str = NOT_MEASURED,
-    relay: str = "–",
-    parts: list[tuple[str, bool]] | None = None,
-) -> dict[str, Any]:
-    """One row of the goals table. ``parts``: each condition of the goal and whether it
-    holds (None: not measured); a run that was incomplete fails its goal."""
-    return {
-        "key": key,
-        "figure": figure,
-        "goal": goal,
-        "measured": measured,
-        "relay": relay,
-        "met": None if parts is None else all(ok for _, ok in parts),
-        "failed": [name for name, ok in parts or [] if not ok],
-        "parts": len(parts or []),
-    }
-
-
-def _complete(*rows: dict[str, Any]) -> list[tuple[str, bool]]:
-    return [("run complete", all(r["complete"] for r in rows))]
 
 
 def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -266,7 +247,7 @@ def _met(goal: dict[str, Any]) -> str:
 
 
 def goals_table(results: dict[str, Any]) -> str:
-    """The issue's goals: figure | goal | measured | relay | met?"""
+    """The goals of issue 8: figure | goal | measured | relay | met?"""
     lines = ["| figure | goal | measured | relay | met? |", "|---|---|---|---|---|"]
     for goal in results["summary"]["goals"]:
         lines.append(
@@ -276,15 +257,42 @@ def goals_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def goals15_table(results: dict[str, Any]) -> str:
+    """The goals of issue 15: figure | goal | measured | met?"""
+    lines = ["| figure | goal | measured | met? |", "|---|---|---|---|"]
+    for goal in _goals15(results):
+        lines.append(f"| {goal['figure']} | {goal['goal']} | {goal['measured']} | {_met(goal)} |")
+    return "\n".join(lines)
+
+
+def _goals15(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue-15 goals of the summary (a summary written before they existed: computed)."""
+    found: list[dict[str, Any]] = results["summary"].get("goals15") or goals15.goals(results)
+    return found
+
+
 def unmet(results: dict[str, Any]) -> str:
-    """The goals this run did not meet, each with its reason or a marked placeholder."""
-    missed = [g for g in results["summary"]["goals"] if g["met"] is False]
-    if not missed:
+    """The goals this run did not meet, issue 15's then issue 8's, each with what the
+    figures say and its reason (``UNMET_REASONS``) or a marked placeholder."""
+    issues = [
+        ("Issue 15", [g for g in _goals15(results) if g["met"] is False]),
+        ("Issue 8", [g for g in results["summary"]["goals"] if g["met"] is False]),
+    ]
+    if not any(missed for _, missed in issues):
         return "Every goal that was measured was met in this run."
-    lines = [UNMET, ""]
-    for goal in missed:
-        reason = UNMET_REASONS.get(goal["key"], PLACEHOLDER.format(key=goal["key"]))
-        lines.append(f"- **{goal['figure']}**: {goal['measured']}; goal {goal['goal']}. {reason}")
+    lines = [UNMET]
+    for issue, missed in issues:
+        if not missed:
+            continue
+        lines += ["", f"{issue}:", ""]
+        for goal in missed:
+            key = goal["key"]
+            said = [goals15.facts(key, results)]
+            said.append(UNMET_REASONS.get(key, PLACEHOLDER.format(key=key)))
+            lines.append(
+                f"- **{goal['figure']}**: {goal['measured']}; goal {goal['goal']}. "
+                + " ".join(s for s in said if s)
+            )
     return "\n".join(lines)
 
 
@@ -371,7 +379,7 @@ def latency_table(results: dict[str, Any]) -> str:
 
 
 def other_table(results: dict[str, Any]) -> str:
-    """Memory, start-up and ping."""
+    """Memory, start-up, ping, replay, daemon-started hosts, daemon restart."""
     mem, start, ping = results["memory"], results["startup"], results["ping"]
 
     def m(key: str) -> str:
@@ -417,6 +425,7 @@ def other_table(results: dict[str, Any]) -> str:
                 f"USS {u['mean']:.1f} / {u['max']:.1f})",
             )
         )
+    rows += _lean_rows(results)
     if replay:
         rows.append(
             (
@@ -437,16 +446,60 @@ def other_table(results: dict[str, Any]) -> str:
                 f"{dmn['reconcile_ms']:,.0f} ms",
             ),
         ]
+        if "ready_cpu_ms" in dmn:
+            rows.append(
+                (
+                    f"daemon restart, {dmn['hosts']} hosts: the daemon's CPU, exec -> READY=1",
+                    f"{dmn['ready_cpu_ms']:,.0f} ms",
+                )
+            )
     lines = ["| figure | value |", "|---|--:|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
     return "\n".join(lines)
+
+
+def _lean_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rows of the other figures that issue 15 added: daemon-started hosts, memory
+    after a flood."""
+    rows = []
+    sp, fm = results.get("spawned"), results.get("flood_memory")
+    if sp:
+        c, p, r, u = sp["cpu_ms"], sp["pss_mib"], sp["rss_mib"], sp["uss_mib"]
+        what = f"{sp['hosts']} idle hosts spawned through a daemon ({goals15.started_text(sp)})"
+        rows += [
+            (
+                f"{what}: CPU from creation to idle (median / max)",
+                f"{c['median']:.0f} / {c['max']:.0f} ms",
+            ),
+            (
+                f"{what}: PSS per host (mean / max)",
+                f"{p['mean']:.1f} / {p['max']:.1f} MiB (RSS {r['mean']:.1f}, USS "
+                f"{u['mean']:.1f}, shared dirty {sp['shared_dirty_mib']['mean']:.1f})",
+            ),
+            (
+                f"the daemon of those {sp['hosts']} hosts: PSS; its other children",
+                f"{sp['daemon']['pss_mib']:.1f} MiB; {goals15.others_text(sp)}",
+            ),
+        ]
+    if fm:
+        rows.append(
+            (
+                f"host RSS idle -> after a {fm['clients']}-client lines flood, default ring "
+                f"(median of {fm['runs']})",
+                f"{fm['idle']['rss_mib']:.1f} -> {fm['after']['rss_mib']:.1f} MiB "
+                f"({fm['ratio']:.2f}×)",
+            )
+        )
+    return rows
 
 
 def tables(results: dict[str, Any]) -> str:
     """All figures as Markdown tables (also what the terminal shows)."""
     parts = [f"Note: {results['note']}"] if results.get("note") else []
     parts += [
-        "Goals:",
+        "Goals of issue 15:",
+        goals15_table(results),
+        "Goals of issue 8:",
         goals_table(results),
         unmet(results),
         "Throughput (full-speed flood, agent stdout -> every client):",
@@ -575,7 +628,10 @@ def document(results: dict[str, Any]) -> str:
                 how(results["config"]),
                 "## Figures",
                 *([f"> **Note:** {results['note']}"] if results.get("note") else []),
-                "### Goals",
+                "### Goals of issue 15 (lean hosts)",
+                goals15_table(results),
+                GOALS15_NOTE,
+                "### Goals of issue 8",
                 goals_table(results),
                 GOALS_NOTE,
                 "### Where goals are not met",

@@ -15,7 +15,6 @@ See benchmarks/README.md for what each figure means.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import platform
@@ -33,7 +32,8 @@ import measures
 import plots
 import psutil
 import report
-from procs import FLOOD, BenchError, Host, Procs
+import spawned
+from procs import FLOOD, BenchError, Host, Procs, subreaper
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +57,8 @@ class Config:
     pss_hosts: int = 20
     daemon_hosts: int = 100
     daemon_repeat: int = 5
+    spawned_hosts: int = 20  # idle hosts started through a daemon
+    flood_memory_clients: int = 10
 
 
 QUICK = Config(
@@ -71,8 +73,8 @@ QUICK = Config(
     pss_hosts=3,
     daemon_hosts=3,
     daemon_repeat=1,
+    spawned_hosts=3,
 )
-PR_SET_CHILD_SUBREAPER = 36
 
 
 def log(message: str) -> None:
@@ -239,14 +241,12 @@ def daemon_restart(hosts: int, repeat: int) -> dict[str, Any]:
     (as init or the service manager would be) for the measurement only; it runs last,
     when every other process of the run has been waited for.
     """
-    libc = ctypes.CDLL(None)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    bench = daemon.Bench()
-    try:
-        (row,) = daemon.measure(bench, [hosts], repeat)
-    finally:
-        bench.close()
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    with subreaper():
+        bench = daemon.Bench()
+        try:
+            (row,) = daemon.measure(bench, [hosts], repeat)
+        finally:
+            bench.close()
     return {"repeat": repeat, **row}
 
 
@@ -265,6 +265,13 @@ def collect(procs: Procs, cfg: Config) -> dict[str, Any]:
     results["pss"] = measures.pss_hosts(procs, cfg.pss_hosts, cfg.settle)
     pss = results["pss"]["pss_mib"]
     log(f"  PSS per host {pss['mean']:.1f} MiB (max {pss['max']:.1f})")
+    log(f"{cfg.spawned_hosts} idle hosts spawned through a daemon ...")
+    results["spawned"] = spawned.measure(cfg.spawned_hosts, cfg.settle)
+    sp = results["spawned"]
+    log(
+        f"  started by {sp['started']}; CPU to idle {sp['cpu_ms']['median']:.0f} ms (median), "
+        f"PSS {sp['pss_mib']['mean']:.1f} MiB (mean), daemon PSS {sp['daemon']['pss_mib']:.1f}"
+    )
     log("ping ...")
     host = procs.start_host("lines", ["sleep", "infinity"])
     results["ping"] = measures.ping_rtt(host, cfg.pings)
@@ -283,6 +290,15 @@ def collect(procs: Procs, cfg: Config) -> dict[str, Any]:
         rows, memory = default_ring(procs, kind, cfg)
         results["default_ring"] += rows
         results["memory"][f"host_{kind}_after_flood"] = memory
+    log(f"host memory after a {cfg.flood_memory_clients}-client flood ...")
+    results["flood_memory"] = measures.flood_memory(
+        procs, cfg.flood_memory_clients, cfg.lines_count, cfg.repeat, cfg.settle
+    )
+    fm = results["flood_memory"]
+    log(
+        f"  RSS {fm['idle']['rss_mib']:.1f} MiB idle, {fm['after']['rss_mib']:.1f} MiB after "
+        f"({fm['ratio']:.2f}x; runs {fm['all_ratios']})"
+    )
     log("journal ...")
     results["journal"] = journal(procs, cfg)
     log("latency ...")

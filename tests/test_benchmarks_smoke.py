@@ -30,6 +30,15 @@ GOALS = [
     "daemon_restart",
     "journal",
 ]
+GOALS15 = [
+    "i15_spawned_cpu",
+    "i15_spawned_pss",
+    "i15_serve_cpu",
+    "i15_flood_rss",
+    "i15_cpu_per_line",
+    "i15_daemon_ready",
+    "i15_throughput",
+]
 
 
 def _snapshot(path: Path) -> bytes | None:
@@ -84,10 +93,29 @@ def _check_new_figures(results: dict[str, Any]) -> None:
     assert daemon["hosts"] == results["config"]["daemon_hosts"]
     assert len(daemon["runs"]) == daemon["repeat"] >= 1
     assert daemon["ping_ms"] >= daemon["ready_ms"] >= daemon["reconcile_ms"] > 0
+    assert daemon["ready_ms"] > 0 and daemon["ready_cpu_ms"] > 0
 
 
-def _check_goals(goals: list[dict[str, Any]]) -> None:
-    assert [g["key"] for g in goals] == GOALS
+def _check_issue15_figures(results: dict[str, Any]) -> None:
+    """Hosts spawned through a daemon, memory after a flood."""
+    spawned = results["spawned"]
+    assert spawned["hosts"] == results["config"]["spawned_hosts"] == len(spawned["per_host"])
+    assert sum(spawned["started"].values()) == spawned["hosts"]
+    assert set(spawned["started"]) <= {"exec", "fork"}
+    for key in ("cpu_ms", "pss_mib", "rss_mib", "uss_mib"):
+        figure = spawned[key]
+        assert 0 < figure["min"] <= figure["median"] <= figure["max"], key
+    assert spawned["pss_mib"]["max"] <= spawned["rss_mib"]["max"]
+    assert len({host["pid"] for host in spawned["per_host"]}) == spawned["hosts"]
+    assert _positive(spawned["daemon"]["pss_mib"])
+    flood = results["flood_memory"]
+    assert flood["clients"] == 10 and len(flood["all_ratios"]) == flood["runs"] >= 1
+    assert _positive(flood["idle"]["rss_mib"]) and _positive(flood["after"]["rss_mib"])
+    assert flood["ratio"] == flood["after"]["rss_mib"] / flood["idle"]["rss_mib"]
+
+
+def _check_goals(goals: list[dict[str, Any]], keys: list[str]) -> None:
+    assert [g["key"] for g in goals] == keys
     for goal in goals:
         assert isinstance(goal["met"], bool), goal  # every goal measured, met or not
         assert goal["figure"] and goal["goal"] and goal["measured"] != "not measured"
@@ -126,7 +154,9 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     _check_throughput(results["throughput"])
     _check_latency(results["latency"])
     _check_new_figures(results)
-    _check_goals(results["summary"]["goals"])
+    _check_issue15_figures(results)
+    _check_goals(results["summary"]["goals"], GOALS)
+    _check_goals(results["summary"]["goals15"], GOALS15)
     modes = [r["mode"] for r in results["journal"]]
     assert modes == ["off", "sync none", "sync interval (default)", "sync always"]
     for row in results["journal"]:
@@ -144,4 +174,5 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     for key in ("cpu", "cores", "ram_gib", "kernel", "python", "uvloop"):
         assert results["machine"][key]
     stdout = proc.stdout.decode()
-    assert "Throughput" in stdout and "Journal" in stdout and "Goals" in stdout
+    assert "Throughput" in stdout and "Journal" in stdout
+    assert "Goals of issue 15" in stdout and "Goals of issue 8" in stdout
