@@ -46,8 +46,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-## The throughput / latency / memory / start-up harness and the goals of issue 8
-## (writes docs/performance.md and its plots, docs/img/*.png; three to five minutes).
+## The throughput / latency / memory / start-up harness and the goals of issues 15 and 8
+## (writes docs/performance.md and its plots, docs/img/*.png; four to six minutes).
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 

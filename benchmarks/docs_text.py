@@ -11,7 +11,7 @@ agent's stdout to the same clients with no JSON, no offsets and no ring. The mac
 speed and whatever else runs on it move both; the ratio host ÷ relay moves much less,
 so quote ratios rather than absolute numbers.
 
-Run it with `{command}` (three to five minutes; besides the project's dependencies it
+Run it with `{command}` (four to six minutes; besides the project's dependencies it
 needs matplotlib for the plots, the `bench` extra, which `make` installs).
 `.venv/bin/python benchmarks/run.py --quick` is a smoke run with tiny sizes whose
 figures mean nothing. Every run also writes its raw results (every run, every error)
