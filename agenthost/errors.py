@@ -187,6 +187,13 @@ class RegistryError(AgentHostError):
     code = ErrorCode.INTERNAL
 
 
+class FactoryError(AgentHostError):
+    """The host factory is gone, or sent or was sent a message that is not one of
+    its own (the daemon then starts hosts by exec)."""
+
+    code = ErrorCode.INTERNAL
+
+
 _BY_CODE: dict[ErrorCode, type[AgentHostError]] = {
     ErrorCode.BAD_REQUEST: ProtocolError,
     ErrorCode.UNKNOWN_TYPE: UnknownType,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from forkhosts import ExecdFactory
 from hosttools import HostProc, kill_tree, start_host
 
 
@@ -26,9 +27,28 @@ HostFactory = Callable[..., HostProc]
 
 
 @pytest.fixture
-def host_factory(home: Path) -> Iterator[HostFactory]:
+def start_by() -> str:
+    """How ``host_factory`` starts hosts: ``exec`` (``python -m agenthost serve``) or
+    ``fork`` (from a real host factory). A module runs its tests on both kinds by
+    overriding this fixture with ``params=["exec", "fork"]``."""
+    return "exec"
+
+
+@pytest.fixture(scope="session")
+def execd_factory() -> Iterator[ExecdFactory]:
+    """One host factory for the session's forked hosts."""
+    factory = ExecdFactory()
+    yield factory
+    factory.close()
+
+
+@pytest.fixture
+def host_factory(
+    home: Path, start_by: str, request: pytest.FixtureRequest
+) -> Iterator[HostFactory]:
     """Start hosts in ``home``; every one (and its agent group) is killed at teardown."""
     started: list[HostProc] = []
+    forker = request.getfixturevalue("execd_factory") if start_by == "fork" else None
 
     def factory(
         agent_id: str = "a1",
@@ -46,6 +66,7 @@ def host_factory(home: Path) -> Iterator[HostFactory]:
             env=env,
             wait_ready=wait_ready,
             wrapper=wrapper,
+            factory=forker,
         )
         started.append(host)
         return host

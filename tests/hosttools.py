@@ -24,6 +24,8 @@ import psutil
 from agenthost.client import Client
 from agenthost.launch import ReadyListener
 
+from forkhosts import ExecdFactory, ForkedProc, fork_host
+
 T = TypeVar("T")
 DEADLINE = 30.0
 PY = sys.executable
@@ -175,7 +177,9 @@ class RawConn:
 class HostProc:
     """An ``agenthost serve`` process started by a test."""
 
-    def __init__(self, home: Path, agent_id: str, proc: subprocess.Popen[bytes], log: Path):
+    def __init__(
+        self, home: Path, agent_id: str, proc: subprocess.Popen[bytes] | ForkedProc, log: Path
+    ):
         self.home = home
         self.agent_id = agent_id
         self.proc = proc
@@ -254,23 +258,26 @@ def start_host(
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
     wrapper: Sequence[str] = (),
+    factory: ExecdFactory | None = None,
 ) -> HostProc:
     """Start ``agenthost serve`` and wait for its READY=1 notification.
 
-    ``wrapper`` is a command that execs the host (e.g. ``prlimit ... --``).
+    ``wrapper`` is a command that execs the host (e.g. ``prlimit ... --``). With
+    ``factory`` (and no wrapper), the host is forked from that host factory instead.
     """
     log = home / f"{agent_id}.host.log"
     full_env = {**os.environ, "AGENTHOST_DEMO_PACE": "0", **(env or {})}
     with ReadyListener() as listener:
         full_env["NOTIFY_SOCKET"] = listener.address
-        with open(log, "ab") as fh:
-            proc = subprocess.Popen(
-                serve_argv(home, agent_id, args, command, wrapper),
-                stdin=subprocess.DEVNULL,
-                stdout=fh,
-                stderr=fh,
-                env=full_env,
-            )
+        argv = serve_argv(home, agent_id, args, command, wrapper)
+        proc: subprocess.Popen[bytes] | ForkedProc
+        if factory is not None and not wrapper:
+            proc = fork_host(factory, argv, full_env, str(log))
+        else:
+            with open(log, "ab") as fh:
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, env=full_env
+                )
         host = HostProc(home, agent_id, proc, log)
         if wait_ready:
             try:
@@ -280,7 +287,7 @@ def start_host(
     return host
 
 
-def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+def kill_tree(proc: subprocess.Popen[bytes] | ForkedProc) -> None:
     """SIGKILL a host and every process of its agent's group (test teardown)."""
     try:
         children = psutil.Process(proc.pid).children(recursive=True)

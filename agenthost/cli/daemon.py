@@ -60,6 +60,12 @@ from agenthost.log import LEVELS
     default=8 << 20,
     help="Bytes queued for a watcher before it lags (is served from the buffer).",
 )
+@click.option(
+    "--host-factory/--no-host-factory",
+    default=True,
+    help="Fork hosts from a pre-imported factory process (a fraction of the CPU and "
+    "memory of an exec'd host); without it, or in systemd scopes, hosts are exec'd.",
+)
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
 @home_option
 @handle_errors
@@ -70,6 +76,7 @@ def daemon(
     flush_interval: float,
     watch_buffer: int,
     watch_queue: int,
+    host_factory: bool,
     log_level: str,
     home: Path | None,
 ) -> None:
@@ -99,7 +106,15 @@ def daemon(
         host_scope=cast(HostScope, host_scope),
         log_level=log_level,
     )
-    run_daemon(config)
+    factory = None
+    if host_factory and host_scope != "systemd":
+        from agenthost.hostfactory.handle import Factory
+        from agenthost.hostfactory.process import start_factory
+
+        # now, while this process has no event loop and no thread to fork with it
+        started = start_factory()
+        factory = Factory(started.pid, started.sock)
+    run_daemon(config, factory)
 
 
 @contextlib.contextmanager

@@ -15,12 +15,18 @@ import signal
 import uvloop
 
 from agenthost.daemon.service import Daemon, DaemonConfig
+from agenthost.hostfactory.handle import Factory
 from agenthost.signals import signal_handlers
 
 
-def run_daemon(config: DaemonConfig) -> None:
-    """Build the daemon and serve until SIGTERM/SIGINT. Errors before serving propagate."""
+def run_daemon(config: DaemonConfig, factory: Factory | None = None) -> None:
+    """Build the daemon and serve until SIGTERM/SIGINT. Errors before serving propagate.
+
+    With ``factory`` (started before this process had a loop or a thread), hosts in
+    sessions of their own are forked from it; the daemon closes it when it ends.
+    """
     daemon = Daemon(config)
+    daemon.spawner.use_factory(factory)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         # what is imported now lives as long as the process: keep it out of the
         # cyclic collector's generations (as the host does)

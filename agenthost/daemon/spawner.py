@@ -9,11 +9,21 @@ A host is ``python -m agenthost serve --agent-id ID --home HOME ...`` run
   (``systemd-run --user --scope``): stopping or restarting the daemon's unit kills the
   unit's cgroup, and the host must not be in it.
 
+With a host factory (:mod:`agenthost.hostfactory`, started by ``agenthost daemon``),
+a host in a session of its own is forked from the factory's pre-imported process
+instead of exec'd: the same ``serve`` command with the same arguments, environment and
+log, at a fraction of the CPU and memory. If the factory is gone or refuses, the host is
+exec'd; if it dies in the middle of an order, the host it may have forked and the exec'd
+one race for the agent's lock, and the spawn takes whichever gets ready (the other one
+exits: the lock is held). Systemd scopes are always exec'd (``systemd-run`` must start
+the process it puts in the scope).
+
 Readiness uses the host's own ``READY=1`` on a private ``NOTIFY_SOCKET`` (as
 :mod:`agenthost.launch` does, but awaited on the event loop); then the socket must
-answer a ping. The daemon stays the parent of the hosts it started and reaps them when
-they exit (a pidfd per child, watched by the loop), so no zombie is left while it runs;
-after its death they are adopted by init or the service manager.
+answer a ping. The daemon stays the parent of the hosts it exec'd and reaps them when
+they exit (a pidfd per child, watched by the loop); the factory reaps the ones it
+forked and reports their end. No zombie is left while they run; after their death the
+hosts are adopted by init or the service manager.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import shutil
 import signal
 import socket
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
@@ -34,10 +44,12 @@ import structlog
 
 from agenthost.client import AsyncClient
 from agenthost.daemon.protocol import SpawnSpec
-from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
+from agenthost.errors import AgentHostError, ConfigError, FactoryError, HostAlreadyRunning
+from agenthost.hostfactory.handle import Factory
+from agenthost.hostfactory.messages import Order
 from agenthost.hostoptions import DEFAULTS, HostOptions
 from agenthost.launch import HostStartError, log_tail, start_logged
-from agenthost.lockfile import is_lock_held
+from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
 
 log = structlog.get_logger("agenthost.daemon.spawner")
@@ -69,6 +81,8 @@ class SpawnedHost:
     socket_path: Path
     log_path: Path
     unit: str | None = None
+    how: Literal["fork", "exec"] = "exec"
+    """Forked by the host factory, or exec'd."""
 
 
 def host_options(
@@ -118,16 +132,36 @@ class Spawner:
         self.log_level = log_level
         self.ready_timeout = ready_timeout
         self.ping_timeout = ping_timeout
-        self._children: dict[int, tuple[subprocess.Popen[bytes], int, asyncio.Future[int]]] = {}
+        self.factory: Factory | None = None
+        """Where hosts are forked from (None: every host is exec'd)."""
+        self._children: dict[int, asyncio.Future[int]] = {}
+        """Hosts started and not yet ended: pid -> their exit status to come."""
+        self._execd: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
+        """The exec'd ones among them (the daemon reaps those): pid -> (Popen, pidfd)."""
+
+    def use_factory(self, factory: Factory | None) -> None:
+        """Fork hosts from ``factory`` (from :meth:`resolve_scope` on, when hosts start
+        in sessions of their own)."""
+        self.factory = factory
 
     async def resolve_scope(self) -> str:
         """Decide how hosts are started: in a systemd scope when asked, or when ``auto``
         and the daemon runs under systemd (``INVOCATION_ID``) with a working
-        ``systemd-run --user``; else in a session of their own."""
+        ``systemd-run --user``; else in a session of their own (forked by the factory,
+        if there is one: it is attached to the loop here, or closed if unused)."""
+        self.scope = await self._resolve_scope()
+        if self.factory is not None:
+            if self.scope == "session":
+                self.factory.attach()
+            else:
+                self.factory.close()
+                self.factory = None
+        return self.scope
+
+    async def _resolve_scope(self) -> Literal["systemd", "session"]:
         want = self.requested_scope
         if want == "session" or (want == "auto" and not os.environ.get("INVOCATION_ID")):
-            self.scope = "session"
-            return self.scope
+            return "session"
         tool = shutil.which("systemd-run")
         ok = False
         if tool is not None:
@@ -150,8 +184,7 @@ class Spawner:
                     hint="run the daemon with --host-scope session, or fix the user manager",
                 )
             log.warning("spawner.no_systemd_scope", fallback="session")
-        self.scope = "systemd" if ok else "session"
-        return self.scope
+        return "systemd" if ok else "session"
 
     @property
     def children(self) -> int:
@@ -170,21 +203,6 @@ class Spawner:
         ensure_private_dir(logs_dir(self.home))
         log_file = log_path(self.home, agent_id)
         options = host_options(spec, self.home, resume=resume, log_level=self.log_level)
-        argv = options.command_line()
-        unit = None
-        if self.scope == "systemd":
-            unit = f"agenthost-host-{agent_id}-{secrets.token_hex(3)}"
-            argv = [
-                "systemd-run",
-                "--user",
-                "--scope",
-                "--quiet",
-                "--collect",
-                f"--unit={unit}",
-                f"--description=agenthost host for agent {agent_id}",
-                "--",
-                *argv,
-            ]
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         # the agent's environment never goes on the host's command line (world-readable)
         env.update(options.to_env())
@@ -195,10 +213,9 @@ class Spawner:
             notify.setblocking(False)
             env["NOTIFY_SOCKET"] = "@" + name
             start_offset = log_file.stat().st_size if log_file.exists() else 0
-            proc = self._start(argv, env, log_file, spec)
-            exited = self._watch(proc)
+            started = await self._start(options, env, log_file, spec)
             try:
-                await self._wait_ready(notify, exited)
+                await self._wait_ready(notify, started)
             except HostStartError as exc:
                 raise HostStartError(
                     f"the host for {agent_id!r} {exc.message}", log_tail(log_file, start_offset)
@@ -215,45 +232,89 @@ class Spawner:
                 await client.ping()
         except AgentHostError as exc:
             raise HostStartError(f"the host for {agent_id!r} does not answer: {exc}") from exc
-        log.info("host.spawned", agent_id=agent_id, pid=proc.pid, unit=unit)
-        return SpawnedHost(agent_id, proc.pid, socket_path(self.home, agent_id), log_file, unit)
+        # the lock names the host that serves (after a factory lost mid-order, it may not
+        # be the one exec'd last)
+        info = read_lock_info(lock_path(self.home, agent_id)) or {}
+        pid = info.get("pid")
+        pid = pid if isinstance(pid, int) and pid > 0 else started.pid
+        log.info("host.spawned", agent_id=agent_id, pid=pid, unit=started.unit, how=started.how)
+        return SpawnedHost(
+            agent_id, pid, socket_path(self.home, agent_id), log_file, started.unit, started.how
+        )
 
-    def _start(
-        self, argv: list[str], env: dict[str, str], log_file: Path, spec: SpawnSpec
-    ) -> subprocess.Popen[bytes]:
-        cwd = spec.cwd if spec.cwd and os.path.isdir(spec.cwd) else str(self.home)
+    async def _start(
+        self, options: HostOptions, env: dict[str, str], log_file: Path, spec: SpawnSpec
+    ) -> _Starting:
+        """Fork the host from the factory, or else exec it (in a systemd scope if so)."""
+        cwd = self._host_cwd(spec)
+        argv = options.command_line()
+        lost_factory = False
+        if self.factory is not None and self.scope == "session":
+            order = Order(tuple(options.to_argv()), env, cwd, str(log_file), " ".join(argv))
+            try:
+                pid, exited = await self.factory.start_host(order)
+            except FactoryError as exc:
+                # gone before it answered: it may have forked the host all the same
+                lost_factory = self.factory.gone is not None
+                log.warning("spawner.factory_failed", agent_id=options.agent_id, error=str(exc))
+            else:
+                self._children[pid] = exited
+                exited.add_done_callback(lambda _: self._children.pop(pid, None))
+                return _Starting(pid, exited, "fork")
+        unit = None
+        if self.scope == "systemd":
+            unit = f"agenthost-host-{options.agent_id}-{secrets.token_hex(3)}"
+            argv = [
+                "systemd-run",
+                "--user",
+                "--scope",
+                "--quiet",
+                "--collect",
+                f"--unit={unit}",
+                f"--description=agenthost host for agent {options.agent_id}",
+                "--",
+                *argv,
+            ]
         try:
-            return start_logged(argv, log_file, env=env, cwd=cwd)
+            proc = start_logged(argv, log_file, env=env, cwd=cwd)
         except OSError as exc:
             raise ConfigError(f"cannot start a host: {exc}") from exc
+        lock = lock_path(self.home, options.agent_id) if lost_factory else None
+        return _Starting(proc.pid, self._watch(proc), "exec", unit, rival_lock=lock)
+
+    def _host_cwd(self, spec: SpawnSpec) -> str:
+        return spec.cwd if spec.cwd and os.path.isdir(spec.cwd) else str(self.home)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> asyncio.Future[int]:
         """Reap ``proc`` when it exits (the returned future gets its status)."""
         loop = asyncio.get_running_loop()
         exited: asyncio.Future[int] = loop.create_future()
         pidfd = os.pidfd_open(proc.pid)
-        self._children[proc.pid] = (proc, pidfd, exited)
+        self._children[proc.pid] = exited
+        self._execd[proc.pid] = (proc, pidfd)
         loop.add_reader(pidfd, self._reap, proc.pid)
         return exited
 
     def _reap(self, pid: int) -> None:
-        entry = self._children.get(pid)
+        entry = self._execd.get(pid)
         if entry is None:
             return
-        proc, pidfd, exited = entry
+        proc, pidfd = entry
         code = proc.poll()
         if code is None:
             return
         asyncio.get_running_loop().remove_reader(pidfd)
         os.close(pidfd)
-        del self._children[pid]
+        del self._execd[pid]
+        exited = self._children.pop(pid)
         if not exited.done():
             exited.set_result(code)
         log.info("host.reaped", pid=pid, status=code)
 
-    async def _wait_ready(self, notify: socket.socket, exited: asyncio.Future[int]) -> None:
+    async def _wait_ready(self, notify: socket.socket, started: _Starting) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout
+        exited = started.exited
         while True:
             recv = loop.create_task(loop.sock_recv(notify, 4096))
             waiters: set[asyncio.Future[Any]] = {recv, exited}
@@ -272,23 +333,46 @@ class Spawner:
             if recv in done and "READY=1" in recv.result().decode(errors="replace").split("\n"):
                 return
             if exited.done():
+                if started.rival_lock is not None and is_lock_held(started.rival_lock):
+                    # the host the lost factory forked holds the lock: wait for it instead
+                    log.info("spawner.forked_host_won", lock=str(started.rival_lock))
+                    exited = loop.create_future()
+                    started = replace(started, rival_lock=None)
+                    continue
                 raise HostStartError(f"exited with status {exited.result()} before it was ready")
             if not done:
-                self._kill_starting(exited)
+                self._kill_starting(started.pid)
                 raise HostStartError(f"was not ready within {self.ready_timeout:g}s")
 
-    def _kill_starting(self, exited: asyncio.Future[int]) -> None:
-        for pid, (_, _, future) in self._children.items():
-            if future is exited:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)  # it leads its own session and group
+    def _kill_starting(self, pid: int) -> None:
+        if pid in self._children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)  # it leads its own process group
 
     def close(self) -> None:
-        """Stop watching the children (they keep running; init or systemd reaps them)."""
+        """Stop watching the children and close the factory (the hosts keep running;
+        init or systemd reaps them)."""
         loop = asyncio.get_running_loop()
-        for proc, pidfd, _ in self._children.values():
+        for proc, pidfd in self._execd.values():
             loop.remove_reader(pidfd)
             os.close(pidfd)
             # Popen would reap on garbage collection: mark it handled, it is not ours now
             proc.returncode = proc.returncode if proc.returncode is not None else 0
+        self._execd.clear()
         self._children.clear()
+        if self.factory is not None:
+            self.factory.close()
+            self.factory = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Starting:
+    """A host on its way up."""
+
+    pid: int
+    exited: asyncio.Future[int]
+    how: Literal["fork", "exec"]
+    unit: str | None = None
+    rival_lock: Path | None = None
+    """Set when a factory was lost in the middle of this host's order: the host it may
+    have forked races this one for the agent's lock (whichever wins is the host)."""

@@ -17,11 +17,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agenthost.cli.common import Exit
 
 from conftest import HostFactory
 from daemontools import daemon_world
 from hosttools import DEADLINE, PY, RawConn, assert_contiguous, lines_agent, wait_for
+
+
+@pytest.fixture(params=["exec", "fork"])
+def start_by(request: pytest.FixtureRequest) -> str:
+    """Every guarantee here holds for an exec'd host and for one the host factory forked
+    (DESIGN.md section 9: clients cannot tell them apart)."""
+    return str(request.param)
 
 
 def flood_code(n: int, burst: int = 0, pause: float = 0.0) -> list[str]:

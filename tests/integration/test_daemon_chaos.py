@@ -175,12 +175,15 @@ def test_ten_daemon_restarts_while_agents_work(world: DaemonWorld) -> None:
     for agent_id in ids:
         assert agents[agent_id]["status"] == "running" and agents[agent_id]["restarts"] == 0
         assert agents[agent_id]["agent_pid"] == agent_pids[agent_id]
-    # no zombie, no orphan: under the reaper only the daemon, the hosts (adopted from
-    # the dead daemons) and, under each host, its agent and its watchdog
+    # no zombie, no orphan: under the reaper only the daemon and its host factory, the
+    # hosts (adopted from the dead daemons and factories) and, under each host, its
+    # agent and its watchdog
     wait_for(lambda: not zombies(world.reaper), what="no zombie")
     host_set = set(hosts.values())
     for proc in world.reaper.tree():
         if proc.pid == daemon.pid or proc.pid in host_set:
+            continue
+        if proc.ppid() == daemon.pid and cmdline_has(proc, "host-factory"):
             continue
         assert proc.ppid() in host_set, f"orphan: {proc.pid} {proc.cmdline()}"
         assert cmdline_has(proc, "flood_agent") or cmdline_has(proc, "kill -TERM")
