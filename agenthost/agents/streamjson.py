@@ -371,7 +371,9 @@ class StreamJsonParser:
         self._interrupted = self._failure_reported = False
         if not failed:
             return []
-        if interrupted or obj.get("terminal_reason") in _ABORTED:
+        reason = obj.get("terminal_reason")
+        # (a list or an object there must not raise: they are not hashable)
+        if interrupted or (isinstance(reason, str) and reason in _ABORTED):
             result["interrupted"] = True
             return turn_interrupted()
         if reported:
