@@ -36,9 +36,8 @@ def others_text(spawned: dict[str, Any]) -> str:
     """The PSS of the daemon's children that are not hosts (the factory, if any)."""
     others = spawned.get("daemon_children", [])
     if not others:
-        return "the daemon has no other child (no host factory)"
-    sizes = ", ".join(f"{o['pss_mib']:.1f} MiB (pid {o['pid']})" for o in others)
-    return f"the daemon's other children (host factory): {sizes}"
+        return "no host factory (the daemon has no other child)"
+    return "host factory " + " + ".join(f"{o['pss_mib']:.1f} MiB" for o in others)
 
 
 def spawned_cpu(results: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +66,9 @@ def spawned_pss(results: dict[str, Any]) -> dict[str, Any]:
         row["key"],
         f"mean PSS of {sp['hosts']} daemon-started idle hosts ({started_text(sp)})",
         row["goal"],
-        f"{pss['mean']:.1f} MiB (max {pss['max']:.1f}); daemon {sp['daemon']['pss_mib']:.1f} "
-        f"MiB; {others_text(sp)}",
+        f"{pss['mean']:.1f} MiB (max {pss['max']:.1f}); with the factory's share "
+        f"{sp.get('pss_with_children_mib', pss['mean']):.1f} MiB per host; daemon "
+        f"{sp['daemon']['pss_mib']:.1f} MiB, {others_text(sp)}",
         parts=[("≤ 10 MiB", pss["mean"] <= 10)],
     )
 
@@ -195,6 +195,15 @@ def facts(key: str, results: dict[str, Any]) -> str:
             if exec_d
             else f"All {sp['hosts']} hosts were forked (their parent is not the daemon)."
         )
+        spawn_cpu = [("the daemon", sp["daemon"])] + [
+            ("the factory", c) for c in sp.get("daemon_children", [])
+        ]
+        spent = [f"{who} {p['spawn_cpu_ms']:.1f} ms" for who, p in spawn_cpu if "spawn_cpu_ms" in p]
+        if key == "i15_spawned_cpu" and spent:
+            how += (
+                f" Each spawn also cost {' and '.join(spent)} of CPU (the daemon's includes "
+                "following the host and answering this harness's requests)."
+            )
         if key == "i15_spawned_pss":
             how += (
                 f" Per host: USS {sp['uss_mib']['mean']:.1f} MiB (memory no other process "

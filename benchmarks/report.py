@@ -477,8 +477,8 @@ def _lean_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
                 f"{u['mean']:.1f}, shared dirty {sp['shared_dirty_mib']['mean']:.1f})",
             ),
             (
-                f"the daemon of those {sp['hosts']} hosts: PSS; its other children",
-                f"{sp['daemon']['pss_mib']:.1f} MiB; {goals15.others_text(sp)}",
+                f"the daemon of those {sp['hosts']} hosts and its other children: PSS",
+                f"daemon {sp['daemon']['pss_mib']:.1f} MiB, {goals15.others_text(sp)}",
             ),
         ]
     if fm:

@@ -16,7 +16,9 @@ its spawn response, nothing else):
   imported, and reparented if that was a double fork). The figures do not depend on it.
 
 Also the PSS of the daemon and of its other children (a host factory, when the daemon has
-one). The result goes into the results JSON under ``spawned``.
+one), and the CPU time each of them spent per spawn (their CPU time before the first spawn
+and after the last, over ``count``). The result goes into the results JSON under
+``spawned``.
 """
 
 from __future__ import annotations
@@ -119,8 +121,23 @@ def measure(count: int, settle: float) -> dict[str, Any]:
             bench.close()
 
 
+def _cpu_of(pids: list[int]) -> dict[int, int]:
+    """CPU time (ns) of each of ``pids`` that still runs."""
+    used = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            used[pid] = process_cpu_ns(pid)
+    return used
+
+
+def _children(pid: int) -> list[int]:
+    return [child.pid for child in psutil.Process(pid).children()]
+
+
 def _measure(bench: Bench, daemon_pid: int, count: int, settle: float) -> dict[str, Any]:
     ids = [f"s{i:03d}" for i in range(count)]
+    # what the daemon and its children (a factory) spend on the spawns: their CPU before
+    helpers_before = _cpu_of([daemon_pid, *_children(daemon_pid)])
     hosts = []
     # one at a time: hosts starting side by side on a small machine would inflate each
     # other's CPU time (caches), which is what is measured here
@@ -130,34 +147,34 @@ def _measure(bench: Bench, daemon_pid: int, count: int, settle: float) -> dict[s
     wait_followed(bench, ids)
     pids = [int(h["host_pid"]) for h in hosts]
     cpu = [process_cpu_ns(pid) for pid in pids]
+    others = [pid for pid in _children(daemon_pid) if pid not in pids]
+    helpers = _cpu_of([daemon_pid, *others])
     time.sleep(settle)  # start-up garbage collected and pages settled, as for idle_rss
     idle_cpu = [process_cpu_ns(pid) - before for pid, before in zip(pids, cpu, strict=True)]
     rows: list[dict[str, Any]] = []
     for pid, used, idle in zip(pids, cpu, idle_cpu, strict=True):
-        proc = psutil.Process(pid)
         rows.append(
             {
                 "pid": pid,
-                "started": start_mode(proc.ppid(), daemon_pid),
+                "started": start_mode(psutil.Process(pid).ppid(), daemon_pid),
                 "cpu_ms": used / 1e6,
                 "idle_cpu_ms": idle / 1e6,
                 **memory(pid),
             }
         )
-    others = []
-    for child in psutil.Process(daemon_pid).children():
-        if child.pid in pids:
-            continue
-        with contextlib.suppress(psutil.Error):
-            others.append(
-                {
-                    "pid": child.pid,
-                    "cmdline": " ".join(child.cmdline())[:200],
-                    "cpu_ms": process_cpu_ns(child.pid) / 1e6,
-                    **memory(child.pid),
-                }
-            )
+
+    def helper(pid: int) -> dict[str, Any]:
+        """A process that works for the hosts: its memory, its CPU per spawn."""
+        spent = helpers.get(pid, 0) - helpers_before.get(pid, helpers.get(pid, 0))
+        return {"pid": pid, "spawn_cpu_ms": spent / 1e6 / count, **memory(pid)}
+
+    children = []
+    for pid in others:
+        with contextlib.suppress(psutil.Error, OSError):
+            cmdline = " ".join(psutil.Process(pid).cmdline()).strip()[:200]
+            children.append({**helper(pid), "cmdline": cmdline})
     started = [r["started"] for r in rows]
+    pss_total = sum(r["pss_mib"] for r in rows) + sum(c["pss_mib"] for c in children)
     return {
         "hosts": count,
         "settle_s": settle,
@@ -167,7 +184,9 @@ def _measure(bench: Bench, daemon_pid: int, count: int, settle: float) -> dict[s
             for key in ("cpu_ms", "idle_cpu_ms", "pss_mib", "rss_mib", "uss_mib")
         },
         "shared_dirty_mib": stats([r["shared_dirty_mib"] for r in rows]),
-        "daemon": {"pid": daemon_pid, **memory(daemon_pid)},
-        "daemon_children": others,
+        # what each agent costs with the daemon's other children (a factory) shared out
+        "pss_with_children_mib": pss_total / count,
+        "daemon": helper(daemon_pid),
+        "daemon_children": children,
         "per_host": rows,
     }
