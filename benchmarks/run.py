@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -104,12 +105,18 @@ def machine() -> dict[str, Any]:
 
 
 def pick_median(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run with the median rate (the lower middle one for an even count)."""
+    """The run with the median rate (the lower middle one for an even count), with the
+    median CPU per line of all runs."""
     ordered = sorted(runs, key=lambda r: r["lines_per_s"])
     chosen = dict(ordered[(len(ordered) - 1) // 2])
     chosen["complete"] = all(r["complete"] for r in runs)
     chosen["errors"] = [e for r in runs for e in r["errors"]][:10]
     chosen["all_lines_per_s"] = [round(r["lines_per_s"]) for r in runs]
+    # the CPU per line of the median-rate run may not be the median CPU per line
+    cpu = [r["server_cpu_us_per_line"] for r in runs if "server_cpu_us_per_line" in r]
+    if cpu:
+        chosen["median_cpu_us_per_line"] = statistics.median(cpu)
+        chosen["all_cpu_us_per_line"] = [round(c, 3) for c in cpu]
     return chosen
 
 
