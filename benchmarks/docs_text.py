@@ -49,7 +49,7 @@ HOW = """\
   received by the last client, so it is the rate at which *each* client got the
   agent's lines (for the lines flood, one event per line: lines/s = events/s per
   client).
-  Host CPU is read from `/proc/PID/schedstat` before and after (nanosecond resolution):
+  Host CPU time is read before and after (see "CPU time" below; nanoseconds):
   "µs/line" is host CPU per agent line, "busy" is host CPU over wall time (100% = one
   core saturated). For this table the host runs with a ring that holds the whole
   flood (`--ring-size N+10000 --ring-bytes 1GiB`): a client that falls behind is
