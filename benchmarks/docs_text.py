@@ -82,12 +82,13 @@ HOW = """\
   (as users run it): its RSS idle ({settle:g} s after its agent runs), then after a
   full-speed flood of {lines_count:,} lines to {flood_memory_clients} clients, once the
   flood is over and {settle:g} s passed; the run with the median ratio after ÷ idle.
-- **CPU time.** Every CPU figure is read from the kernel's CPU clock of the process
-  (`clock_gettime` on the clock `clock_getcpuclockid(pid)` gives): user + system time,
-  in nanoseconds, of every thread of that process (a host's journal thread included)
-  since the process was forked, not of its children (the agent). It is the first field
-  of `/proc/PID/schedstat` summed over the threads. A busy machine inflates it much
-  less than wall time.
+- **CPU time.** Every CPU figure is read with `clock_gettime` on the process's CPU
+  clock (`clock_getcpuclockid(pid)`): user + system time, in nanoseconds, of every
+  thread of that process (a host's journal thread included, ended threads too) since
+  the process was forked (for an exec'd host: the fork before the exec), not of its
+  children (the agent). For a process whose threads all run, it is the first field of
+  `/proc/PID/schedstat` summed over them. A busy machine inflates it much less than
+  wall time.
 - **Start-up.** Time from the exec of `serve` (a `lines` host running
   `sleep infinity`) to `READY=1`, and to the answer of a first `host.ping` on a new
   connection; median and 90th percentile over {startup_runs} starts; and the host's CPU
@@ -99,7 +100,9 @@ HOW = """\
   its creation is read (found by the `host_pid` of its spawn response); {settle:g} s
   later its PSS, RSS, USS and shared dirty memory (`/proc/PID/smaps_rollup`: pages
   shared copy-on-write with the process it was forked from). Also the PSS of the daemon
-  and of its other children (the host factory, when there is one). A host whose parent
+  and of its other children (the host factory, when there is one), and the CPU time
+  each of them spent per spawn (before the first spawn and after the last, over
+  {spawned_hosts}). A host whose parent
   is the daemon was exec'd by it; any other was forked (by a process with the host's
   code imported); the figures are read the same way in both cases.
 - **Ping.** {pings:,} sequential `host.ping` round trips on one raw connection (after 50 for
