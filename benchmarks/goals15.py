@@ -109,13 +109,20 @@ def cpu_per_line(results: dict[str, Any]) -> dict[str, Any]:
     host = find(results.get("throughput", []), kind="lines", clients=10, system="host")
     if not host:
         return row
-    us = host.get("median_cpu_us_per_line", host["server_cpu_us_per_line"])
-    runs = host.get("all_cpu_us_per_line", [us])
+    runs = host.get("all_cpu_us_per_line")
+    if runs:
+        figure = f"host CPU per agent line, lines flood to 10 clients (median of {len(runs)})"
+        measured = f"{host['median_cpu_us_per_line']:.2f} µs (runs: "
+        measured += ", ".join(f"{x:.2f}" for x in runs) + ")"
+        us = host["median_cpu_us_per_line"]
+    else:  # a results file from before the median over the runs: the one run's
+        us = host["server_cpu_us_per_line"]
+        figure, measured = row["figure"], f"{us:.2f} µs"
     return goal(
         row["key"],
-        f"host CPU per agent line, lines flood to 10 clients (median of {len(runs)} runs)",
+        figure,
         row["goal"],
-        f"{us:.2f} µs (runs: {', '.join(f'{x:.2f}' for x in runs)})",
+        measured,
         parts=[("≤ 1.0 µs", us <= 1.0), *complete(host)],
     )
 
