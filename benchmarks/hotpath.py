@@ -39,11 +39,15 @@ MiB = 1 << 20
 
 def start(procs: Procs, tree: str, options: list[str]) -> Host:
     """A warmed-up ``lines`` host running the code of ``tree``."""
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(Path(tree).resolve())  # before the editable install
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    # ``python -m`` looks in its working directory first, then PYTHONPATH, then the
+    # editable install: both must be the tree
+    os.environ["PYTHONPATH"] = str(Path(tree).resolve())
+    os.chdir(tree)
     try:
         host = procs.start_host("lines", [PY, FLOOD, "--stdin"], options)
     finally:
+        os.chdir(cwd)
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
@@ -52,6 +56,26 @@ def start(procs: Procs, tree: str, options: list[str]) -> Host:
     measures.host_flood(procs, host, "lines", 1, 1000)
     measures.wait_flood_over(host, "lines")
     return host
+
+
+def threads_cpu(host: Host) -> float:
+    """CPU seconds of every thread of the host (``/proc/PID/task/*/schedstat``); the
+    harness's figure counts its main thread only, not the journal's or the readers'."""
+    total = 0
+    for task in Path(f"/proc/{host.proc.pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that just ended
+            continue
+    return total / 1e9
+
+
+def syscalls(host: Host) -> tuple[int, int]:
+    """Read and write system calls of the host so far (``/proc/PID/io``)."""
+    fields = dict(
+        line.split(": ") for line in Path(f"/proc/{host.proc.pid}/io").read_text().splitlines()
+    )
+    return int(fields["syscr"]), int(fields["syscw"])
 
 
 def rss_mib(host: Host) -> float:
@@ -65,6 +89,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=200_000, help="lines per flood")
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--profile", help="py-spy raw profile of the first tree's CPU host")
+    parser.add_argument("--native", action="store_true", help="py-spy: C frames too")
     args = parser.parse_args()
     trees = args.tree or [str(Path(__file__).resolve().parent.parent)]
     big_ring = ["--ring-size", str(args.count + 10_000), "--ring-bytes", str(1 << 30)]
@@ -73,28 +98,39 @@ def main() -> int:
         hosts = {}
         for tree in trees:
             hosts[tree] = (start(procs, tree, big_ring), start(procs, tree, []))
-            results[tree] = {"us_per_line": [], "lines_per_s": [], "rss_after": []}
+            results[tree] = {
+                "us_per_line": [],
+                "all_threads_us": [],
+                "lines_per_s": [],
+                "rss_after": [],
+            }
             results[tree]["rss_idle"] = [rss_mib(hosts[tree][1])]
         spy = None
         if args.profile:
             pid = str(hosts[trees[0]][0].proc.pid)
             argv = ["py-spy", "record", "-p", pid, "-f", "raw", "-r", "250", "-o", args.profile]
+            argv += ["--native"] if args.native else []
             spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)  # py-spy attaches
         for n in range(args.repeat):
             for tree in trees:
                 cpu_host, mem_host = hosts[tree]
+                cpu0, io0 = threads_cpu(cpu_host), syscalls(cpu_host)
                 run = measures.host_flood(procs, cpu_host, "lines", args.clients, args.count)
+                all_us = 1e6 * (threads_cpu(cpu_host) - cpu0) / args.count
+                reads, writes = (b - a for a, b in zip(io0, syscalls(cpu_host), strict=True))
                 flood = measures.host_flood(procs, mem_host, "lines", args.clients, args.count)
                 measures.wait_flood_over(mem_host, "lines")
                 after = rss_mib(mem_host)
                 row = results[tree]
                 row["us_per_line"].append(run["server_cpu_us_per_line"])
+                row["all_threads_us"].append(all_us)
                 row["lines_per_s"].append(run["lines_per_s"])
                 row["rss_after"].append(after)
                 ok = run["complete"] and flood["complete"]
                 print(
-                    f"{n + 1} {tree}: {run['server_cpu_us_per_line']:.3f} us/line, "
+                    f"{n + 1} {tree}: {run['server_cpu_us_per_line']:.3f} us/line "
+                    f"({all_us:.3f} all threads, {reads} reads, {writes} writes), "
                     f"{run['lines_per_s']:,.0f} lines/s; default ring: RSS after "
                     f"{after:.1f} MiB (idle {row['rss_idle'][0]:.1f})"
                     + ("" if ok else f" INCOMPLETE {run['errors'][:1]} {flood['errors'][:1]}"),
@@ -107,7 +143,8 @@ def main() -> int:
     for tree, row in results.items():
         med = {key: statistics.median(values) for key, values in row.items()}
         print(
-            f"median {tree}: {med['us_per_line']:.3f} us/line, {med['lines_per_s']:,.0f} "
+            f"median {tree}: {med['us_per_line']:.3f} us/line ({med['all_threads_us']:.3f} all "
+            f"threads), {med['lines_per_s']:,.0f} "
             f"lines/s, RSS idle {med['rss_idle']:.1f} MiB, after {med['rss_after']:.1f} MiB "
             f"({med['rss_after'] / med['rss_idle']:.2f}x)"
         )
