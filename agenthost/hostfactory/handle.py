@@ -78,6 +78,8 @@ class Factory:
                 await asyncio.get_running_loop().sock_sendall(self._sock, encode(order))
             except OSError as exc:
                 self._fail(f"the host factory is gone ({exc})")
+            else:
+                log.debug("factory.order_sent", factory_pid=self.pid)
         pid = await answer
         return pid, self._exit_of(pid)
 

@@ -120,7 +120,7 @@ def _object(data: bytes) -> dict[str, Any]:
         raise FactoryError(f"a factory message of {len(data)} bytes is over {MAX_MESSAGE}")
     try:
         body = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:  # (UnicodeDecodeError is a ValueError)
         raise FactoryError(f"a factory message is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise FactoryError(f"a factory message is not a JSON object: {_preview(data)}")
