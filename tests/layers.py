@@ -30,6 +30,7 @@ SANS_IO = (
     "agenthost.host.stream",
     "agenthost.daemon.fanout",
     "agenthost.daemon.policy",
+    "agenthost.hostfactory.messages",
     "agenthost.agents.base",
     "agenthost.agents.streamjson",
     "agenthost.agents.demo",
