@@ -3,13 +3,18 @@
 Received data (from peers) is validated against these models at the edge. Records that
 grow additive fields in minor versions keep unknown fields (``extra="allow"``);
 request payloads ignore them. All models are frozen.
+
+Each model's validator and serializer are built when it is first used
+(``defer_build``): a host validates only the requests it receives and encodes its
+events without models, so building all of them at import was most of an exec'd
+host's start-up CPU. A process that forks hosts builds them first
+(:func:`build_all`), so that the hosts share them.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
@@ -24,59 +29,13 @@ from pydantic import (
     WithJsonSchema,
 )
 
+# re-exported: the names were defined here before they moved to a module of their own
+from agenthost.names import FINAL_STATES as FINAL_STATES
+from agenthost.names import MESSAGE_SINCE as MESSAGE_SINCE
+from agenthost.names import AgentState as AgentState
+from agenthost.names import EventType as EventType
+from agenthost.names import MessageType
 from agenthost.timefmt import format_datetime
-
-
-class MessageType(StrEnum):
-    """Request types."""
-
-    PING = "host.ping"
-    STATUS = "host.status"
-    LIST = "host.list"
-    ATTACH = "host.attach"
-    DETACH = "host.detach"
-    HISTORY = "host.history"
-    SEND = "host.send"
-    STOP = "host.stop"
-    # 1.1
-    INTERRUPT = "host.interrupt"
-    PENDING = "host.pending"
-    RESPOND = "host.respond"
-
-
-MESSAGE_SINCE: Final[dict[str, str]] = {
-    MessageType.INTERRUPT: "1.1",
-    MessageType.PENDING: "1.1",
-    MessageType.RESPOND: "1.1",
-}
-"""The protocol version that introduced each message type newer than 1.0."""
-
-
-class EventType(StrEnum):
-    """Stream event types. Clients must ignore types they do not know."""
-
-    OUTPUT = "output"
-    STATE = "state"
-    CHAT_ENTRY = "chat_entry"
-    ERROR = "error"
-    RESULT = "result"
-    # 1.1
-    PERMISSION_REQUEST = "permission_request"
-    PERMISSION_RESPONSE = "permission_response"
-
-
-class AgentState(StrEnum):
-    """Agent states reported in AgentInfo and ``state`` events."""
-
-    STARTING = "starting"
-    RUNNING = "running"
-    IDLE = "idle"
-    WAITING = "waiting"
-    DONE = "done"
-    ERROR = "error"
-
-
-FINAL_STATES: Final = frozenset({AgentState.DONE, AgentState.ERROR})
 
 
 def _to_utc(value: datetime) -> datetime:
@@ -99,13 +58,13 @@ Timestamp = Annotated[
 class PeerModel(BaseModel):
     """Data received from peers: frozen; unknown fields ignored (forward compatible)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class OpenModel(BaseModel):
     """Records that grow additive fields in minor versions: unknown fields are kept."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
 
 
 class HistoryEntry(OpenModel):
@@ -262,6 +221,20 @@ def _event_detail(event: StreamEvent) -> str:
     if event.data is not None:
         return f"{event.stream}: {event.data}" if event.stream == "stderr" else event.data
     return ""
+
+
+# The envelope of every service's responses (agenthost.wire.codec encodes them); its
+# docstring is the published schema's description.
+class Response(PeerModel):
+    """A decoded response envelope."""
+
+    kind: Literal["response"] = "response"
+    type: str = ""
+    id: str | int | None = None
+    success: bool
+    error: str | None = None
+    code: str | None = None
+    payload: dict[str, Any] | None = None
 
 
 # request payloads: strict types, so ``"5"`` or ``true`` is not an offset.
@@ -445,3 +418,11 @@ RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
     MessageType.PENDING: PendingResponse,
     MessageType.RESPOND: RespondResponse,
 }
+
+
+def build_all() -> None:
+    """Build now every model of this module (each is otherwise built when first used)."""
+    for value in list(globals().values()):
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            if value.__module__ == __name__:
+                value.model_rebuild()

@@ -13,60 +13,43 @@ Requests and payloads from peers are validated here, at the edge. Our own events
 encoded by :class:`EventEncoder` without a model round trip because they are on the hot
 path; tests check that its output validates as :class:`StreamEvent`.
 
-The models live in :mod:`agenthost.models`, the framing in :mod:`agenthost.wire.framing`
-and the envelope in :mod:`agenthost.wire.codec`; all are re-exported here, so
-``agenthost.protocol`` is the one place to import from. :data:`HOST_MESSAGES` is the
-host's message table (:class:`agenthost.wire.table.MessageTable`).
+The names live in :mod:`agenthost.names`, the models in :mod:`agenthost.models`, the
+framing in :mod:`agenthost.wire.framing` and the envelope in :mod:`agenthost.wire.codec`;
+all are re-exported here, so ``agenthost.protocol`` is the one place to import from.
+:data:`HOST_MESSAGES` is the host's message table
+(:class:`agenthost.wire.table.MessageTable`).
+
+The models, and pydantic with them, are imported when first asked for (PEP 562): a
+host answers pings, encodes its events and reports its state without them (pydantic
+and the models were over half of an exec'd host's start-up CPU), and loads them with
+its first request that has a payload or a model answer. :func:`build_models` loads and
+builds them all at once.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import re
 from json.encoder import encode_basestring
-from typing import Any, Final
-
-from pydantic import BaseModel, TypeAdapter
+from typing import TYPE_CHECKING, Any, Final
 
 from agenthost.errors import ErrorCode, ProtocolError
 from agenthost.linesplit import Fragment
-from agenthost.models import (
+from agenthost.names import (
     FINAL_STATES,
     MESSAGE_SINCE,
-    REQUEST_PAYLOADS,
-    RESPONSE_PAYLOADS,
-    AgentInfo,
+    NO_PAYLOAD,
     AgentState,
-    AttachRequest,
-    AttachResponse,
-    EmptyRequest,
     EventType,
-    HistoryEntry,
-    HistoryRequest,
-    HistoryResponse,
-    HostInfo,
-    InterruptResponse,
-    ListResponse,
     MessageType,
-    PendingResponse,
-    PermissionDecision,
-    PermissionRequest,
-    PingResponse,
-    RespondRequest,
-    RespondResponse,
-    SendRequest,
-    SendResponse,
-    StatusResponse,
-    StopRequest,
-    StopResponse,
-    StreamEvent,
 )
 from agenthost.wire.codec import (
     MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     Request,
     RequestError,
-    Response,
     check_peer_version,
     compare_versions,
     decode_payload,
@@ -80,7 +63,84 @@ from agenthost.wire.codec import (
     to_utf8,
 )
 from agenthost.wire.framing import CLIENT_FRAME_LIMIT, DEFAULT_FRAME_LIMIT, FrameDecoder
-from agenthost.wire.table import MessageTable
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, TypeAdapter
+
+    from agenthost.models import REQUEST_PAYLOADS as REQUEST_PAYLOADS
+    from agenthost.models import RESPONSE_PAYLOADS as RESPONSE_PAYLOADS
+    from agenthost.models import AgentInfo as AgentInfo
+    from agenthost.models import AttachRequest as AttachRequest
+    from agenthost.models import AttachResponse as AttachResponse
+    from agenthost.models import EmptyRequest as EmptyRequest
+    from agenthost.models import HistoryEntry as HistoryEntry
+    from agenthost.models import HistoryRequest as HistoryRequest
+    from agenthost.models import HistoryResponse as HistoryResponse
+    from agenthost.models import HostInfo as HostInfo
+    from agenthost.models import InterruptResponse as InterruptResponse
+    from agenthost.models import ListResponse as ListResponse
+    from agenthost.models import PendingResponse as PendingResponse
+    from agenthost.models import PermissionDecision as PermissionDecision
+    from agenthost.models import PermissionRequest as PermissionRequest
+    from agenthost.models import PingResponse as PingResponse
+    from agenthost.models import RespondRequest as RespondRequest
+    from agenthost.models import RespondResponse as RespondResponse
+    from agenthost.models import Response as Response
+    from agenthost.models import SendRequest as SendRequest
+    from agenthost.models import SendResponse as SendResponse
+    from agenthost.models import StatusResponse as StatusResponse
+    from agenthost.models import StopRequest as StopRequest
+    from agenthost.models import StopResponse as StopResponse
+    from agenthost.models import StreamEvent as StreamEvent
+    from agenthost.wire.table import MessageTable
+
+    HOST_MESSAGES: MessageTable[MessageType, Response | StreamEvent]
+    MESSAGE_ADAPTER: TypeAdapter[Response | StreamEvent]
+
+_MODELS: Final = frozenset(
+    {
+        "REQUEST_PAYLOADS",
+        "RESPONSE_PAYLOADS",
+        "AgentInfo",
+        "AttachRequest",
+        "AttachResponse",
+        "EmptyRequest",
+        "HistoryEntry",
+        "HistoryRequest",
+        "HistoryResponse",
+        "HostInfo",
+        "InterruptResponse",
+        "ListResponse",
+        "PendingResponse",
+        "PermissionDecision",
+        "PermissionRequest",
+        "PingResponse",
+        "RespondRequest",
+        "RespondResponse",
+        "Response",
+        "SendRequest",
+        "SendResponse",
+        "StatusResponse",
+        "StopRequest",
+        "StopResponse",
+        "StreamEvent",
+    }
+)
+"""The names this module gives from :mod:`agenthost.models`, on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODELS:
+        value = getattr(importlib.import_module("agenthost.models"), name)
+    elif name == "HOST_MESSAGES":
+        value = host_messages()
+    elif name == "MESSAGE_ADAPTER":
+        value = host_messages().frame_adapter
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 _NOT_PLAIN: Final = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 """A byte a JSON string cannot hold as is (controls, quote, backslash) or that is not
@@ -89,22 +149,37 @@ ASCII (needs UTF-8 validation): lines without any go into events as they are."""
 # --- requests --------------------------------------------------------------------
 
 
-HOST_MESSAGES: Final[MessageTable[MessageType, Response | StreamEvent]] = MessageTable(
-    service="host",
-    peer="host",
-    version=PROTOCOL_VERSION,
-    types=MessageType,
-    requests=REQUEST_PAYLOADS,
-    responses=RESPONSE_PAYLOADS,
-    frames={"response": Response, "event": StreamEvent},
-    logger="agenthost.protocol",
-    since=MESSAGE_SINCE,
-    values={"event_type": EventType, "agent_state": AgentState},
-)
-"""The host's messages: its requests, their payloads and responses, and the frames a
-client receives (responses and stream events)."""
+@functools.cache
+def host_messages() -> MessageTable[MessageType, Response | StreamEvent]:
+    """The host's messages (:data:`HOST_MESSAGES`): its requests, their payloads and
+    responses, and the frames a client receives (responses and stream events). Built,
+    with the models, on first use."""
+    from agenthost import models
+    from agenthost.wire.table import MessageTable
 
-MESSAGE_ADAPTER: Final[TypeAdapter[Response | StreamEvent]] = HOST_MESSAGES.frame_adapter
+    return MessageTable(
+        service="host",
+        peer="host",
+        version=PROTOCOL_VERSION,
+        types=MessageType,
+        requests=models.REQUEST_PAYLOADS,
+        responses=models.RESPONSE_PAYLOADS,
+        frames={"response": models.Response, "event": models.StreamEvent},
+        logger="agenthost.protocol",
+        since=MESSAGE_SINCE,
+        values={"event_type": EventType, "agent_state": AgentState},
+    )
+
+
+def build_models() -> None:
+    """Import and build every model of the host protocol and the frame validator now,
+    which are otherwise loaded and built when first used. For a process that forks
+    hosts or clients: what it builds before the fork, they share (and do not build
+    again)."""
+    from agenthost import models
+
+    models.build_all()
+    host_messages().build()
 
 
 def validate_payload(request: Request) -> tuple[MessageType, BaseModel]:
@@ -112,7 +187,19 @@ def validate_payload(request: Request) -> tuple[MessageType, BaseModel]:
 
     Raise :class:`RequestError` (``unknown_type`` or ``invalid_payload``).
     """
-    return HOST_MESSAGES.validate(request)
+    return host_messages().validate(request)
+
+
+def validate_request(request: Request) -> tuple[MessageType, BaseModel | None]:
+    """:func:`validate_payload` for a host: a request that takes no payload (ping,
+    status, ...; any payload object is valid and ignored) gets None, without loading
+    a model.
+
+    Raise :class:`RequestError` (``unknown_type`` or ``invalid_payload``).
+    """
+    if request.type in NO_PAYLOAD:
+        return MessageType(request.type), None
+    return host_messages().validate(request)
 
 
 def decode_message(frame: bytes) -> Response | StreamEvent | None:
@@ -125,7 +212,7 @@ def decode_message(frame: bytes) -> Response | StreamEvent | None:
     does not know gives None: the protocol tells clients to ignore it. Raise
     ProtocolError, with what is wrong, if the frame is none of these.
     """
-    return HOST_MESSAGES.decode_frame(frame)
+    return host_messages().decode_frame(frame)
 
 
 _CODES_BY_MESSAGE: Final = (
@@ -272,6 +359,8 @@ __all__ = [
     "EventType",
     "FrameDecoder",
     "HOST_MESSAGES",
+    "MESSAGE_ADAPTER",
+    "NO_PAYLOAD",
     "HistoryEntry",
     "HistoryRequest",
     "HistoryResponse",
@@ -294,6 +383,7 @@ __all__ = [
     "StopRequest",
     "StopResponse",
     "StreamEvent",
+    "build_models",
     "check_peer_version",
     "compare_versions",
     "decode_message",
@@ -303,8 +393,10 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encode_response_pieces",
+    "host_messages",
     "is_version_supported",
     "parse_version",
     "response_error_code",
     "validate_payload",
+    "validate_request",
 ]

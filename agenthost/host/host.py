@@ -25,10 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from pydantic import BaseModel
 
 from agenthost._version import __version__
 from agenthost.agentenv import AGENT_ENV_VAR
@@ -63,29 +62,33 @@ from agenthost.protocol import (
     FINAL_STATES,
     MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
-    AgentInfo,
     AgentState,
-    AttachRequest,
-    EmptyRequest,
-    HistoryRequest,
-    HostInfo,
-    InterruptResponse,
-    ListResponse,
     MessageType,
-    PendingResponse,
-    PingResponse,
     Request,
-    RespondRequest,
-    RespondResponse,
-    SendRequest,
-    SendResponse,
-    StatusResponse,
-    StopRequest,
-    StopResponse,
     encode_response,
 )
 from agenthost.sdnotify import sd_notify
 from agenthost.timefmt import go_duration, rfc3339, short_duration
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    # The models are imported where they are built: a host answers pings and reports
+    # its events without them (agenthost.protocol says why).
+    from agenthost.models import (
+        AgentInfo,
+        AttachRequest,
+        EmptyRequest,
+        HistoryRequest,
+        InterruptResponse,
+        PingResponse,
+        RespondRequest,
+        RespondResponse,
+        SendRequest,
+        SendResponse,
+        StatusResponse,
+        StopRequest,
+    )
 
 log = structlog.get_logger("agenthost.host")
 
@@ -473,12 +476,13 @@ class Host:
     # --- requests -------------------------------------------------------------------------
 
     def dispatch(
-        self, conn: Connection, mtype: MessageType, payload: BaseModel, request: Request
+        self, conn: Connection, mtype: MessageType, payload: BaseModel | None, request: Request
     ) -> Reply:
         """Serve one validated request (called by the server, in order per connection).
 
-        ``payload`` is the model :data:`REQUEST_PAYLOADS` names for ``mtype``: the
-        server validated both, so every type that reaches here has its handler.
+        ``payload`` is the model :data:`REQUEST_PAYLOADS` names for ``mtype``, or None
+        for a type that takes no payload: the server validated both, so every type
+        that reaches here has its handler.
         """
         return self.handlers[mtype](conn, payload, request)
 
@@ -486,18 +490,26 @@ class Host:
         return {
             MessageType.PING: _no_payload(self._ping_payload),
             MessageType.STATUS: _no_payload(self.status),
-            MessageType.LIST: _no_payload(lambda: ListResponse(agents=[self.agent_info()])),
+            MessageType.LIST: _no_payload(self._list),
             MessageType.ATTACH: self._attach,
             MessageType.DETACH: self._detach,
             MessageType.HISTORY: self._history,
             MessageType.SEND: self._send,
             MessageType.INTERRUPT: _no_payload(self.interrupt),
-            MessageType.PENDING: _no_payload(
-                lambda: PendingResponse(requests=self.stream.pending_requests())
-            ),
+            MessageType.PENDING: _no_payload(self._pending),
             MessageType.RESPOND: self._respond,
             MessageType.STOP: self._stop_reply,
         }
+
+    def _list(self) -> BaseModel:
+        from agenthost.models import ListResponse
+
+        return ListResponse(agents=[self.agent_info()])
+
+    def _pending(self) -> BaseModel:
+        from agenthost.models import PendingResponse
+
+        return PendingResponse(requests=self.stream.pending_requests())
 
     def _attach(self, conn: Connection, payload: AttachRequest, request: Request) -> Reply:
         response, start = self.stream.attach_plan(payload.offset)
@@ -506,7 +518,7 @@ class Host:
         log.info("client.attached", peer_pid=conn.peer_pid, start=start)
         return None
 
-    def _detach(self, conn: Connection, _payload: EmptyRequest, request: Request) -> Reply:
+    def _detach(self, conn: Connection, _payload: EmptyRequest | None, request: Request) -> Reply:
         conn.detach()
         return _answer(request)
 
@@ -523,6 +535,8 @@ class Host:
 
     def ping(self) -> PingResponse:
         """The ``host.ping`` payload as a model."""
+        from agenthost.models import PingResponse
+
         return PingResponse.model_validate(self._ping_payload())
 
     def _ping_payload(self) -> dict[str, Any]:
@@ -541,6 +555,8 @@ class Host:
 
     def agent_info(self) -> AgentInfo:
         """This host's AgentInfo as of now."""
+        from agenthost.models import AgentInfo
+
         fields = dict(self.stream.info)
         if "ended_at" in fields:
             fields["ended_at"] = _dt(fields["ended_at"])
@@ -560,6 +576,9 @@ class Host:
         )
 
     def status(self) -> StatusResponse:
+        """The ``host.status`` payload: the host process and its agent."""
+        from agenthost.models import HostInfo, StatusResponse
+
         journal: dict[str, Any] | None = None
         if self.journal is not None:
             journal = {
@@ -582,6 +601,8 @@ class Host:
 
     def send(self, text: str, key: str | None = None) -> SendResponse:
         """Record ``text`` as a user entry, then queue it for the agent's stdin."""
+        from agenthost.models import SendResponse
+
         if key is not None and key in self._send_keys:
             return SendResponse(offset=self._send_keys[key], duplicate=True)
         self._require_running()
@@ -630,6 +651,8 @@ class Host:
 
     def interrupt(self) -> InterruptResponse:
         """Interrupt the agent's current turn, the way its CLI understands."""
+        from agenthost.models import InterruptResponse
+
         self._require_running()
         data = self.adapter.encode_interrupt()
         if data is None:
@@ -648,6 +671,8 @@ class Host:
 
     def respond(self, answer: RespondRequest) -> RespondResponse:
         """Answer a pending permission request (any client may, once)."""
+        from agenthost.models import RespondResponse
+
         pending = self.stream.pending.get(answer.request_id)
         if pending is None:
             raise UnknownRequest(
@@ -668,6 +693,8 @@ class Host:
         return RespondResponse(request_id=ask.request_id, behavior=answer.behavior)
 
     async def _stop_reply(self, _conn: Connection, payload: StopRequest, request: Request) -> bytes:
+        from agenthost.models import StopResponse
+
         timeout = payload.timeout or DEFAULT_STOP_TIMEOUT
         log.info("host.stop_requested", force=payload.force, reason=payload.reason or None)
         result = await asyncio.shield(self.request_stop(force=payload.force, timeout=timeout))

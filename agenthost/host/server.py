@@ -35,23 +35,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import structlog
-from pydantic import BaseModel
 
 from agenthost.errors import AgentHostError
 from agenthost.journal import JournalReader
 from agenthost.protocol import (
     DEFAULT_FRAME_LIMIT,
-    HOST_MESSAGES,
     MessageType,
     Request,
+    validate_request,
 )
 from agenthost.ringbuffer import RingBuffer
 from agenthost.wire.connection import Pieces, Reply
 from agenthost.wire.server import Server, ServerConnection
 from agenthost.wire.stream import PUMP_BYTES, PUMP_SLICE, Fanout, JournalRead
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 log = structlog.get_logger("agenthost.server")
 
@@ -73,8 +75,16 @@ class RequestHandler(Protocol):
     """What the server needs from the host."""
 
     def dispatch(
-        self, conn: Connection, mtype: MessageType, payload: BaseModel, request: Request
+        self, conn: Connection, mtype: MessageType, payload: BaseModel | None, request: Request
     ) -> Reply: ...
+
+
+def _validate(request: Request) -> tuple[MessageType, BaseModel]:
+    # A request without a payload (ping, status...) comes with None, and no model is
+    # loaded for it (agenthost.protocol.validate_request): the host's handlers of these
+    # take none. The wire connection's type says a model; None is what it passes on.
+    mtype, payload = validate_request(request)
+    return mtype, cast("BaseModel", payload)
 
 
 class _CursorSink:
@@ -105,11 +115,11 @@ class Connection(ServerConnection[MessageType]):
     """
 
     def __init__(self, server: HostServer) -> None:
-        super().__init__(server, "host", HOST_MESSAGES.validate)
+        super().__init__(server, "host", _validate)
         self.server: HostServer = server
         self.cursor = server.fanout.cursor(_CursorSink(self))
 
-    def dispatch(self, mtype: MessageType, payload: BaseModel, request: Request) -> Reply:
+    def dispatch(self, mtype: MessageType, payload: BaseModel | None, request: Request) -> Reply:
         return self.server.handler.dispatch(self, mtype, payload, request)
 
     # --- the stream, as the request side sees it ------------------------------------------

@@ -6,7 +6,9 @@ one JSON object per ``\\n``-terminated line (:mod:`agenthost.wire.framing`),
 * request  ``{"type": "host.ping", "id": "r1", "payload": {...}, "protocol_version": "1.0"}``
 * response ``{"kind": "response", "type", "id", "success", "error"?, "code"?, "payload"?}``
 
-This module never touches a socket or an event loop.
+This module never touches a socket or an event loop, and imports no pydantic: a
+service decodes requests and encodes its answers with it alone; the models of payloads
+and of the decoded :class:`~agenthost.models.Response` are loaded by whoever needs them.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, Final, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agenthost.errors import ErrorCode, ProtocolError, VersionUnsupported
-from agenthost.models import PeerModel
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+    from agenthost.models import Response as Response
 
 PROTOCOL_VERSION: Final = "1.1"
 """The protocol version this package speaks (``MAJOR.MINOR``)."""
@@ -70,10 +75,14 @@ def check_peer_version(version: str, *, min_version: str | None = None) -> None:
 # --- requests --------------------------------------------------------------------
 
 
-class Request(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Request:
     """A decoded request envelope (payload not yet validated)."""
 
-    model_config = ConfigDict(frozen=True)
+    # A plain dataclass, not a model: :func:`decode_request` has checked every field
+    # already, and a service answers its first request (a ``host.ping``) without
+    # building a single model. The published schema is generated from it all the same
+    # (:meth:`agenthost.wire.table.MessageTable.json_schema`).
 
     type: str
     id: str | int | None = None
@@ -196,10 +205,10 @@ def encode_response(
         "id": request_id,
         "success": True,
     }
-    if isinstance(payload, BaseModel):
-        obj["payload"] = payload.model_dump(mode="json", exclude_none=True)
-    elif payload is not None:
+    if isinstance(payload, dict):
         obj["payload"] = payload
+    elif payload is not None:
+        obj["payload"] = payload.model_dump(mode="json", exclude_none=True)
     return dump_line(obj)
 
 
@@ -254,18 +263,6 @@ def encode_error(
     )
 
 
-class Response(PeerModel):
-    """A decoded response envelope."""
-
-    kind: Literal["response"] = "response"
-    type: str = ""
-    id: str | int | None = None
-    success: bool
-    error: str | None = None
-    code: str | None = None
-    payload: dict[str, Any] | None = None
-
-
 # --- helpers ---------------------------------------------------------------------
 
 
@@ -307,13 +304,25 @@ def describe_validation(exc: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts)
 
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 
 def decode_payload(model: type[M], payload: dict[str, Any], mtype: str) -> M:
     """Validate the payload of a ``mtype`` response as ``model``; raise ProtocolError
     saying which fields are wrong."""
+    from pydantic import ValidationError  # a client's: loaded with its models
+
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
         raise ProtocolError(f"malformed {mtype} response: {describe_validation(exc)}") from None
+
+
+def __getattr__(name: str) -> Any:
+    # Response moved to agenthost.models with the other models (this module imports
+    # no pydantic: a service answers pings without it); still importable from here.
+    if name == "Response":
+        from agenthost.models import Response
+
+        return Response
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Final, Generic, TypeVar, Union, cast
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.json_schema import JsonSchemaMode
 
 from agenthost.errors import ErrorCode, ProtocolError
 from agenthost.models import HistoryEntry
@@ -82,11 +82,24 @@ class MessageTable(Generic[T, F]):
         self.since: Mapping[str, str] = dict(since or {})
         self.values: Mapping[str, type[StrEnum]] = dict(values or {})
         # The union of the frame models, told apart by ``kind``: built at run time,
-        # so typed Any (decode_frame's F says what comes out).
+        # so typed Any (decode_frame's F says what comes out). Its validator is built
+        # when a first frame is decoded: a service never decodes its own frames.
         union: Any = Union.__getitem__(tuple(self.frames.values()))
         tagged: Any = Annotated[union, Field(discriminator="kind")]
-        self.frame_adapter: TypeAdapter[Any] = TypeAdapter(tagged)
+        self.frame_adapter: TypeAdapter[Any] = TypeAdapter(
+            tagged, config=ConfigDict(defer_build=True)
+        )
         """Validates a frame of one of the service's kinds in one parse (the hot path)."""
+
+    def build(self) -> None:
+        """Build now every model of the table and the frame validator, which are
+        otherwise built when first used: for a process that forks services or clients
+        (what it builds before the fork, they share)."""
+        models = [*self.requests.values(), *self.frames.values()]
+        models += [m for m in self.responses.values() if m is not None]
+        for model in dict.fromkeys(models):
+            model.model_rebuild()
+        self.frame_adapter.rebuild()
 
     # --- the service's side -----------------------------------------------------------
 
@@ -179,14 +192,19 @@ class MessageTable(Generic[T, F]):
         is defined once under ``$defs``. Keys are sorted, so the document changes only
         when the protocol does.
         """
-        wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [(Request, "validation")]
+        wanted: list[tuple[type[Any], JsonSchemaMode]] = [(Request, "validation")]
         wanted += [(model, "serialization") for model in self.frames.values()]
         wanted += [(model, "validation") for model in self.requests.values()]
         wanted += [(m, "serialization") for m in self.responses.values() if m is not None]
-        refs, top = models_json_schema(list(dict.fromkeys(wanted)))
+        # Request is a dataclass, not a model: an adapter of each gives one document
+        # with every definition once (as models_json_schema does for models only).
+        refs, top = TypeAdapter.json_schemas(
+            [(_key(cls), mode, TypeAdapter(cls)) for cls, mode in dict.fromkeys(wanted)],
+            by_alias=True,
+        )
 
-        def ref(model: type[BaseModel] | None, mode: JsonSchemaMode) -> Any:
-            return None if model is None else refs[(model, mode)]
+        def ref(model: type[Any] | None, mode: JsonSchemaMode) -> Any:
+            return None if model is None else refs[(_key(model), mode)]
 
         document: dict[str, Any] = {
             "$schema": JSON_SCHEMA_DIALECT,
@@ -217,6 +235,10 @@ class MessageTable(Generic[T, F]):
     def json_schema_text(self) -> str:
         """:meth:`json_schema` as the checked-in file holds it: indent 2, a final newline."""
         return json.dumps(self.json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _key(cls: type[Any]) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _sorted(value: Any) -> Any:

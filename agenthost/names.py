@@ -1,0 +1,75 @@
+"""The names of the host protocol: message types, event types, agent states. Sans-IO.
+
+Plain enumerations, without pydantic: a host answers pings, numbers events and reports
+states with these alone, and its models (:mod:`agenthost.models`) are imported only
+when a request needs one (see :mod:`agenthost.protocol`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class MessageType(StrEnum):
+    """Request types."""
+
+    PING = "host.ping"
+    STATUS = "host.status"
+    LIST = "host.list"
+    ATTACH = "host.attach"
+    DETACH = "host.detach"
+    HISTORY = "host.history"
+    SEND = "host.send"
+    STOP = "host.stop"
+    # 1.1
+    INTERRUPT = "host.interrupt"
+    PENDING = "host.pending"
+    RESPOND = "host.respond"
+
+
+MESSAGE_SINCE: Final[dict[str, str]] = {
+    MessageType.INTERRUPT: "1.1",
+    MessageType.PENDING: "1.1",
+    MessageType.RESPOND: "1.1",
+}
+"""The protocol version that introduced each message type newer than 1.0."""
+
+NO_PAYLOAD: Final = frozenset(
+    {
+        MessageType.PING,
+        MessageType.STATUS,
+        MessageType.LIST,
+        MessageType.DETACH,
+        MessageType.INTERRUPT,
+        MessageType.PENDING,
+    }
+)
+"""Request types that take no payload (``EmptyRequest``: any object, fields ignored)."""
+
+
+class EventType(StrEnum):
+    """Stream event types. Clients must ignore types they do not know."""
+
+    OUTPUT = "output"
+    STATE = "state"
+    CHAT_ENTRY = "chat_entry"
+    ERROR = "error"
+    RESULT = "result"
+    # 1.1
+    PERMISSION_REQUEST = "permission_request"
+    PERMISSION_RESPONSE = "permission_response"
+
+
+class AgentState(StrEnum):
+    """Agent states reported in AgentInfo and ``state`` events."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    IDLE = "idle"
+    WAITING = "waiting"
+    DONE = "done"
+    ERROR = "error"
+
+
+FINAL_STATES: Final = frozenset({AgentState.DONE, AgentState.ERROR})
