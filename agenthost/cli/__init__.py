@@ -8,7 +8,6 @@ time of ``serve`` is a measured figure (docs/performance.md).
 
 from __future__ import annotations
 
-import difflib
 import gc
 import importlib
 
@@ -59,6 +58,8 @@ class LazyGroup(click.Group):
         try:
             return super().resolve_command(ctx, args)
         except click.UsageError as exc:
+            import difflib  # only for a mistyped command
+
             name = args[0] if args else ""
             close = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.6)
             if not close or name in COMMANDS:

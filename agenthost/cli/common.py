@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import json
 import os
@@ -276,6 +275,8 @@ def _diagnose(home: Path) -> str | None:
         )
     except OSError:
         known = []
+    import difflib  # only for this hint (every command imports this module)
+
     close = difflib.get_close_matches(agent_id, known, n=3, cutoff=0.6)
     if close:
         return "did you mean " + " or ".join(repr(c) for c in close) + "?"

@@ -51,7 +51,6 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import psutil
 import structlog
 
 from agenthost.errors import AgentNotRunning
@@ -434,6 +433,10 @@ class AgentProcess:
         return True
 
     def _kill_descendants(self) -> None:
+        # imported here: a forced kill is rare, and psutil costs a host ~10 ms of CPU
+        # at start-up (serve's start-up path is kept short: docs/performance.md)
+        import psutil
+
         try:
             descendants = psutil.Process(self.pid).children(recursive=True)
         except psutil.Error:
