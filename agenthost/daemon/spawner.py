@@ -36,6 +36,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
@@ -55,6 +56,10 @@ from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, s
 log = structlog.get_logger("agenthost.daemon.spawner")
 
 HostScope = Literal["auto", "systemd", "session"]
+
+FACTORY_RESTART_INTERVAL: Final = 30.0
+"""Seconds between two restarts of a host factory that went away (hosts are exec'd in
+between), so that a factory that cannot live is not restarted at every spawn."""
 _T = TypeVar("_T")
 
 # What belongs to the daemon's service manager, not to the hosts it starts.
@@ -134,6 +139,7 @@ class Spawner:
         self.ping_timeout = ping_timeout
         self.factory: Factory | None = None
         """Where hosts are forked from (None: every host is exec'd)."""
+        self._factory_restarted_at = -FACTORY_RESTART_INTERVAL
         self._children: dict[int, asyncio.Future[int]] = {}
         """Hosts started and not yet ended: pid -> their exit status to come."""
         self._execd: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
@@ -249,6 +255,7 @@ class Spawner:
         cwd = self._host_cwd(spec)
         argv = options.command_line()
         lost_factory = False
+        self._renew_factory()
         if self.factory is not None and self.scope == "session":
             order = Order(tuple(options.to_argv()), env, cwd, str(log_file), " ".join(argv))
             try:
@@ -281,6 +288,26 @@ class Spawner:
             raise ConfigError(f"cannot start a host: {exc}") from exc
         lock = lock_path(self.home, options.agent_id) if lost_factory else None
         return _Starting(proc.pid, self._watch(proc), "exec", unit, rival_lock=lock)
+
+    def _renew_factory(self) -> None:
+        """Replace a factory that is gone by one started by exec (this process has a
+        loop: it cannot fork one), at most once per FACTORY_RESTART_INTERVAL."""
+        old = self.factory
+        if old is None or old.gone is None:
+            return
+        now = time.monotonic()
+        if now - self._factory_restarted_at < FACTORY_RESTART_INTERVAL:
+            return
+        self._factory_restarted_at = now
+        old.close()
+        try:
+            new = Factory.exec_new()
+        except FactoryError as exc:
+            log.warning("spawner.factory_not_restarted", error=str(exc))
+            return
+        new.attach()
+        self.factory = new
+        log.info("spawner.factory_restarted", pid=new.pid, previous=old.pid, why=old.gone)
 
     def _host_cwd(self, spec: SpawnSpec) -> str:
         return spec.cwd if spec.cwd and os.path.isdir(spec.cwd) else str(self.home)

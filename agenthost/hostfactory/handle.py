@@ -15,6 +15,8 @@ import contextlib
 import os
 import select
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Final
 
@@ -40,11 +42,14 @@ _EXIT_WAIT_MS: Final = 1000
 class Factory:
     """A running host factory; :meth:`attach` it to the loop before the first order."""
 
-    def __init__(self, pid: int, sock: socket.socket) -> None:
+    def __init__(
+        self, pid: int, sock: socket.socket, popen: subprocess.Popen[bytes] | None = None
+    ) -> None:
         """``pid`` and ``sock``: what :func:`~agenthost.hostfactory.process.start_factory`
-        returned (the factory is this process's child)."""
+        returned (the factory is this process's child); ``popen`` if it was exec'd."""
         self.pid = pid
         self._sock = sock
+        self._popen = popen
         self._sock.setblocking(False)
         self._answers: collections.deque[asyncio.Future[int]] = collections.deque()
         self._exits: dict[int, asyncio.Future[int]] = {}
@@ -53,6 +58,27 @@ class Factory:
         self._send_lock = asyncio.Lock()
         self.gone: str | None = None
         """Why the factory can take no more orders (None while it can)."""
+
+    @classmethod
+    def exec_new(cls) -> Factory:
+        """Start a factory by exec (``python -m agenthost.hostfactory``): what a process
+        that already runs a loop (or threads) can do instead of forking one. It takes
+        orders at once; they wait in its socket while it imports."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.set_inheritable(False)
+        try:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "agenthost.hostfactory", "--fd", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            ours.close()
+            raise FactoryError(f"cannot start a host factory: {exc}") from exc
+        finally:
+            theirs.close()
+        return cls(popen.pid, ours, popen)
 
     def attach(self) -> None:
         """Start reading the factory's messages and watching its process (on the
@@ -130,9 +156,15 @@ class Factory:
 
     def _on_process_end(self) -> None:
         self._unwatch()
+        self._reap()
+        self._fail("the host factory has ended")
+
+    def _reap(self) -> None:
+        if self._popen is not None:
+            self._popen.poll()
+            return
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, os.WNOHANG)
-        self._fail("the host factory has ended")
 
     def _fail(self, reason: str) -> None:
         if self.gone is None:
@@ -164,5 +196,4 @@ class Factory:
             waiter.register(pidfd, select.POLLIN)
             waiter.poll(_EXIT_WAIT_MS)
             os.close(pidfd)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, os.WNOHANG)
+        self._reap()

@@ -215,19 +215,28 @@ def test_daemon_hosts_are_forked_and_outlive_factory_and_daemon(world: DaemonWor
     first = world.spawn("h1", flood_command("--count", "0", "--rate", "20"))
     assert psutil.Process(first["host_pid"]).ppid() == factory.pid
 
-    factory.kill()  # kill -9: the host lives on; the next one is exec'd
+    factory.kill()  # kill -9: the host lives on; the daemon starts a new factory
     wait_for(lambda: not factory.is_running() or factory.status() == psutil.STATUS_ZOMBIE)
     second = world.spawn("h2", flood_command("--count", "0", "--rate", "20"))
-    assert psutil.Process(second["host_pid"]).ppid() == daemon.pid
+    replacement = factory_of(daemon)
+    assert replacement.pid != factory.pid
+    assert psutil.Process(second["host_pid"]).ppid() == replacement.pid
     assert world.agents()["h1"]["status"] == "running"
+    with RawConn(world.home / "hosts" / "h1.sock") as conn:
+        assert conn.request("host.ping")["success"]
+    # a factory that dies again soon after is not restarted at every spawn: exec
+    replacement.kill()
+    wait_for(lambda: pid_gone(replacement.pid), what="the second factory gone")
+    execd = world.spawn("h2b", flood_command("--count", "0", "--rate", "20"))
+    assert psutil.Process(execd["host_pid"]).ppid() == daemon.pid
 
-    daemon.signal(signal.SIGKILL)  # kill -9 the daemon: both hosts live on
+    daemon.signal(signal.SIGKILL)  # kill -9 the daemon: the hosts live on
     daemon.wait_exit()
-    for agent_id in ("h1", "h2"):
+    for agent_id in ("h1", "h2", "h2b"):
         with RawConn(world.home / "hosts" / f"{agent_id}.sock") as conn:
             assert conn.request("host.ping")["success"]
     again = world.start_daemon("--scan-interval", "0")
-    assert sorted(world.ping()["reconcile"]["reattached"]) == ["h1", "h2"]
+    assert sorted(world.ping()["reconcile"]["reattached"]) == ["h1", "h2", "h2b"]
     new_factory = factory_of(again)
     third = world.spawn("h3", flood_command("--count", "0", "--rate", "20"))
     assert psutil.Process(third["host_pid"]).ppid() == new_factory.pid
@@ -255,9 +264,10 @@ def test_a_factory_killed_after_it_forked_loses_no_agent(world: DaemonWorld) -> 
     assert world.agents()["h1"]["status"] == "running"
     with RawConn(world.home / "hosts" / "h1.sock") as conn:
         assert conn.request("host.ping")["success"]
-    # and the daemon goes on without a factory: the next host is exec'd
+    # and the daemon goes on: the next spawn (by a new factory, or exec'd) works too
     second = world.spawn("h2", flood_command("--count", "0", "--rate", "20"))
-    assert psutil.Process(second["host_pid"]).ppid() == world.daemons[-1].pid
+    live = wait_for(lambda: len(serve_processes("h2")) == 1 and serve_processes("h2"))
+    assert live[0].pid == second["host_pid"]
 
 
 def test_a_factory_killed_with_an_order_waiting_loses_no_agent(world: DaemonWorld) -> None:
