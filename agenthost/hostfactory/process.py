@@ -66,6 +66,7 @@ PRELOAD: Final = (
     "agenthost.agents.codex",
     "agenthost.agents.demo",
     "agenthost.agents.lines",
+    "psutil",
 )
 """What a host imports on its way to serving, imported once in the factory (every
 adapter: a host of any kind starts from shared pages)."""
@@ -147,6 +148,7 @@ class _Factory:
         signal.set_wakeup_fd(self.wake_w)
         for name in PRELOAD:
             importlib.import_module(name)
+        _warm_up()
         import setproctitle
 
         # (also readies setproctitle while our environment is the one we started with:
@@ -257,6 +259,17 @@ class _Factory:
         finally:
             _flush_stdio()
             os._exit(code)
+
+
+def _warm_up() -> None:
+    """Do now, once, what every host would otherwise do for itself on its way up or at
+    its first request: build the protocol's models (they are built when first used),
+    probe for ``setpriv --pdeathsig`` (a subprocess)."""
+    from agenthost.host.process import pdeathsig_wrapper
+    from agenthost.protocol import build_models
+
+    build_models()
+    pdeathsig_wrapper()
 
 
 def _run_serve(argv: tuple[str, ...]) -> int:
