@@ -7,8 +7,10 @@ Each run execs ``python -m agenthost serve --agent lines --linger 0 -- sleep inf
 in a fresh home with a ``NOTIFY_SOCKET``, waits for READY=1, sends one ``host.ping`` on
 a fresh connection, then reads the host's CPU time from ``/proc/PID/schedstat`` (first
 field: nanoseconds on the CPU, robust to a busy machine, unlike wall-clock) and its
-RSS and PSS from ``/proc/PID/smaps_rollup``; then stops the host. Prints the median,
-the 90th percentile and the minimum of each figure. Standard library only, so that it
+RSS and PSS from ``/proc/PID/smaps_rollup``; then sends one ``host.status`` (the first
+request that needs the models, which a host loads when first used) and reads its CPU
+time again (``status_cpu_ms``, counted from exec); then stops the host. Prints the
+median, the 90th percentile and the minimum of each figure. Standard library only, so that it
 measures the same thing whatever else is installed.
 """
 
@@ -25,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 PY = sys.executable
@@ -42,15 +43,15 @@ def read_line(sock: socket.socket) -> bytes:
     return data
 
 
-def ping(path: str) -> dict[str, object]:
-    """Send ``host.ping`` on a fresh connection and return the response."""
+def request(path: str, mtype: str) -> dict[str, object]:
+    """Send one request without a payload on a fresh connection; return the response."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(30)
         sock.connect(path)
-        sock.sendall(b'{"type":"host.ping","id":"p"}\n')
+        sock.sendall(json.dumps({"type": mtype, "id": "b"}).encode() + b"\n")
         response: dict[str, object] = json.loads(read_line(sock))
     if not response.get("success"):
-        raise RuntimeError(f"ping failed: {response}")
+        raise RuntimeError(f"{mtype} failed: {response}")
     return response
 
 
@@ -94,9 +95,12 @@ def one_start(tmp: Path) -> dict[str, float]:
         try:
             while b"READY=1" not in notify.recv(4096):
                 pass
-            ping(str(home / "hosts" / "x.sock"))
+            path = str(home / "hosts" / "x.sock")
+            request(path, "host.ping")
             used = cpu_ms(proc.pid)
             rss, pss = memory_mib(proc.pid)
+            request(path, "host.status")
+            status_used = cpu_ms(proc.pid)
         except BaseException:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -105,7 +109,7 @@ def one_start(tmp: Path) -> dict[str, float]:
     # the agent (sleep) is in the host's session: take both down
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    return {"cpu_ms": used, "rss_mib": rss, "pss_mib": pss}
+    return {"cpu_ms": used, "rss_mib": rss, "pss_mib": pss, "status_cpu_ms": status_used}
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -122,10 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ahs-", dir="/tmp"))
     try:
-        samples = []
-        for _ in range(args.runs):
-            samples.append(one_start(tmp))
-            time.sleep(0.05)  # let the killed host's pages go before the next start
+        samples = [one_start(tmp) for _ in range(args.runs)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result = {key: spread([s[key] for s in samples]) for key in samples[0]}
@@ -137,7 +138,7 @@ def main() -> None:
         if key == "runs":
             continue
         text = "  ".join(f"{name} {value:7.1f}" for name, value in figures.items())
-        print(f"{key:8} {text}")
+        print(f"{key:13} {text}")
     print(f"({args.runs} starts of serve --agent lines -- sleep infinity)")
 
 
