@@ -112,8 +112,12 @@ def daemon(
         from agenthost.hostfactory.process import start_factory
 
         # now, while this process has no event loop and no thread to fork with it
-        started = start_factory()
-        factory = Factory(started.pid, started.sock)
+        try:
+            started = start_factory()
+        except (OSError, RuntimeError) as exc:  # (e.g. run under a tool with threads)
+            click.echo(f"agenthost: no host factory, hosts will be exec'd: {exc}", err=True)
+        else:
+            factory = Factory(started.pid, started.sock)
     run_daemon(config, factory)
 
 

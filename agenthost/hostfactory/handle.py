@@ -14,6 +14,7 @@ import collections
 import contextlib
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +35,10 @@ from agenthost.hostfactory.messages import (
 )
 
 log = structlog.get_logger("agenthost.hostfactory")
+
+ANSWER_TIMEOUT: Final = 2.0
+"""Seconds the factory has to answer an order (it forks in a few ms); past them it is
+killed and the host is exec'd."""
 
 _EXIT_WAIT_MS: Final = 1000
 """How long closing waits for the factory to end after its socket closed."""
@@ -106,7 +111,14 @@ class Factory:
                 self._fail(f"the host factory is gone ({exc})")
             else:
                 log.debug("factory.order_sent", factory_pid=self.pid)
-        pid = await answer
+        try:
+            pid = await asyncio.wait_for(answer, ANSWER_TIMEOUT)
+        except TimeoutError:
+            # stuck (stopped, swapping): it must not fork this order's host later
+            self._fail(f"the host factory did not answer within {ANSWER_TIMEOUT:g}s")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            raise FactoryError(self.gone or "the host factory did not answer") from None
         return pid, self._exit_of(pid)
 
     def _exit_of(self, pid: int) -> asyncio.Future[int]:

@@ -313,3 +313,13 @@ def test_nothing_of_the_daemon_leaks_into_a_host_or_its_agent(
     opened = set(open_objects(host))
     for name in ("daemon.lock", "daemon.db", "daemon.sock", "daemon.db-wal"):
         assert str(world.home / name) not in opened
+
+
+def test_a_stuck_factory_is_killed_and_the_host_execd(world: DaemonWorld) -> None:
+    daemon = world.start_daemon("--scan-interval", "0")
+    factory = factory_of(daemon)
+    factory.suspend()  # stopped, not dead: it never answers
+    spawned = world.spawn("h1", flood_command("--count", "0", "--rate", "20"))
+    assert psutil.Process(spawned["host_pid"]).ppid() == daemon.pid
+    wait_for(lambda: pid_gone(factory.pid), what="the stuck factory killed")
+    assert [p.pid for p in serve_processes("h1")] == [spawned["host_pid"]]
