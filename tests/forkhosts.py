@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from agenthost.hostfactory.messages import (
@@ -43,6 +44,7 @@ class ExecdFactory:
         theirs.close()
         self.sock = ours
         self.exits: dict[int, int] = {}
+        self._lock = threading.RLock()  # tests start hosts from thread pools too
 
     @property
     def pid(self) -> int:
@@ -50,6 +52,10 @@ class ExecdFactory:
 
     def start(self, order: Order, timeout: float = 30.0) -> int:
         """Send ``order``; the forked host's pid."""
+        with self._lock:
+            return self._start(order, timeout)
+
+    def _start(self, order: Order, timeout: float) -> int:
         self.sock.sendall(encode(order))
         deadline = time.monotonic() + timeout
         while True:
@@ -63,6 +69,10 @@ class ExecdFactory:
 
     def poll_exit(self, pid: int, timeout: float = 0.0) -> int | None:
         """The exit status of ``pid`` if the factory reported it within ``timeout``."""
+        with self._lock:
+            return self._poll_exit(pid, timeout)
+
+    def _poll_exit(self, pid: int, timeout: float) -> int | None:
         deadline = time.monotonic() + timeout
         while pid not in self.exits:
             if self._next(max(0.0, deadline - time.monotonic())) is None:

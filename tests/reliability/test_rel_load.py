@@ -69,7 +69,10 @@ def fan_out(
     assert rss_after - rss_before < 64 * MiB + clients * 2 * MiB
 
 
-def test_200_clients_get_a_flood_exactly_once(host_factory: HostFactory, figure: Figure) -> None:
+@pytest.mark.parametrize("start_by", ["exec", "fork"])  # a forked host: the same guarantees
+def test_200_clients_get_a_flood_exactly_once(
+    host_factory: HostFactory, figure: Figure, start_by: str
+) -> None:
     fan_out(host_factory, figure, clients=200, lines=30_000, timeout=120)
 
 
@@ -131,7 +134,10 @@ def many_hosts(
     assert all(h.alive() for h in procs)
 
 
-def test_50_hosts_5_clients_each_miss_nothing(host_factory: HostFactory, figure: Figure) -> None:
+@pytest.mark.parametrize("start_by", ["exec", "fork"])
+def test_50_hosts_5_clients_each_miss_nothing(
+    host_factory: HostFactory, figure: Figure, start_by: str
+) -> None:
     many_hosts(host_factory, figure, hosts=50, clients=5, lines=2000, rounds=1)
 
 
