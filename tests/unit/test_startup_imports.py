@@ -121,3 +121,18 @@ def test_build_models_builds_every_model_and_the_frame_validator() -> None:
     ]
     assert unbuilt == []
     assert host_messages().frame_adapter.pydantic_complete
+
+
+def test_every_name_the_protocol_exports_resolves() -> None:
+    """The models are given on first access: each name of ``__all__`` must come from
+    somewhere (a model added to the TYPE_CHECKING imports but not to the lazy names
+    would only fail when first used)."""
+    import agenthost.protocol as protocol
+    import agenthost.wire.codec as codec
+
+    missing = [name for name in protocol.__all__ if not hasattr(protocol, name)]
+    assert missing == []
+    assert protocol.StreamEvent is models.StreamEvent
+    assert codec.Response is protocol.Response is models.Response  # moved, still importable
+    with pytest.raises(AttributeError):
+        _ = protocol.NoSuchModel  # type: ignore[attr-defined]
