@@ -31,6 +31,7 @@ SANS_IO = (
     "agenthost.daemon.fanout",
     "agenthost.daemon.policy",
     "agenthost.hostfactory.messages",
+    "agenthost.names",
     "agenthost.agents.base",
     "agenthost.agents.streamjson",
     "agenthost.agents.demo",
