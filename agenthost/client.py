@@ -750,6 +750,24 @@ async def probe_host_async(
     timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> StatusResponse:
     """The status of one host; raise HostNotFound if it does not answer in time."""
+    client, status = await open_probe(agent_id, home=home, socket_path=socket_path, timeout=timeout)
+    await client.close()
+    return status
+
+
+async def open_probe(
+    agent_id: str,
+    *,
+    home: str | Path | None = None,
+    socket_path: str | Path | None = None,
+    timeout: float = DEFAULT_CONNECT_TIMEOUT,
+) -> tuple[AsyncClient, StatusResponse]:
+    """:func:`probe_host_async`, and the connection it asked on, left open for the
+    caller to go on with (e.g. to attach) and to close.
+
+    The client has ``timeout`` for its connect and requests and no version check.
+    Raise HostNotFound if the host does not answer in time (nothing is left open).
+    """
     client = AsyncClient(
         agent_id,
         home=home,
@@ -760,11 +778,12 @@ async def probe_host_async(
     )
     try:
         await client.connect()
-        return await client.status()
-    except (RequestTimeout, NotConnected) as exc:
-        raise HostNotFound(f"the host for agent {agent_id!r} did not answer: {exc}") from exc
-    finally:
+        return client, await client.status()
+    except BaseException as exc:
         await client.close()
+        if isinstance(exc, RequestTimeout | NotConnected):
+            raise HostNotFound(f"the host for agent {agent_id!r} did not answer: {exc}") from exc
+        raise
 
 
 def probe_host(

@@ -44,7 +44,9 @@ class FollowerSink(Protocol):
 
 class Follower:
     """Follows the stream of ``agent_id``'s host; ``epoch``/``offset`` say where from
-    (no ``epoch``: from the oldest event the host keeps)."""
+    (no ``epoch``: from the oldest event the host keeps). ``status`` and ``client``:
+    a probe's answer and the connection it came on, if the host was just probed; the
+    follower then owns that connection (:meth:`run` closes it)."""
 
     def __init__(
         self,
@@ -56,13 +58,18 @@ class Follower:
         offset: int = 0,
         timeout: float = 2.0,
         status: StatusResponse | None = None,
+        client: AsyncClient | None = None,
     ) -> None:
         self.home = home
         self.agent_id = agent_id
         self.sink = sink
         self.timeout = timeout
+        if client is None:
+            client = host_client(home, agent_id, timeout)
+        else:  # the probe's connection, still open: the first attach goes on it
+            client.connect_timeout = client.request_timeout = timeout
         self._follow = Follow(
-            host_client(home, agent_id, timeout),
+            client,
             (epoch, offset) if epoch else None,
             status=status,  # a fresh probe's answer: saves a round trip on the first attach
             keep_trying=self._keep_trying,

@@ -21,6 +21,7 @@ from agenthost.daemon.discovery import (
     HostProbe,
     ProbeKind,
     check_versions,
+    discard,
     probe,
     remove_stale,
     scan_hosts,
@@ -48,13 +49,15 @@ async def reconcile(sup: Supervisor, *, attach_timeout: float = 10.0) -> Reconci
     probes, woken = await survey(sup.home, candidates(sup.home, records), sup.probe_timeout)
     report = ReconcileReport(started_at=started_at, found=len(probes), woken=woken)
     waiting: list[Agent] = []
+    followed: list[AgentRecord] = []
     for planned in plan(records, probes):
         agent_id, found = planned.agent_id, planned.probe
         if planned.clean and remove_stale(sup.home, agent_id):
             report.stale_removed.append(agent_id)
         if planned.step in (Step.FOLLOW, Step.ADOPT):
             assert found is not None
-            agent = follow(sup, agent_id, found)
+            agent = follow(sup, agent_id, found, save=False)
+            followed.append(agent.record)
             if planned.step is Step.ADOPT:
                 report.adopted.append(agent_id)
             if found.kind is ProbeKind.LIVE:
@@ -73,6 +76,7 @@ async def reconcile(sup: Supervisor, *, attach_timeout: float = 10.0) -> Reconci
                 report.unreachable.append(agent_id)
         elif planned.step is Step.INCOMPATIBLE:
             assert found is not None
+            await discard(found)
             _mark_incompatible(sup, agent_id, found)
             report.incompatible.append(agent_id)
         elif planned.step is Step.LOST:
@@ -91,6 +95,9 @@ async def reconcile(sup: Supervisor, *, attach_timeout: float = 10.0) -> Reconci
         elif planned.step is Step.RESTART:
             sup.start(sup.agents[agent_id], "restart")
             report.restarting.append(agent_id)
+    # the followed rows in one transaction, not one each (no follower has run yet: the
+    # lifecycles started above wait for this coroutine's next await)
+    sup.save(*followed)
     if waiting:
         await _wait_attached(waiting, attach_timeout)
     for agent in waiting:
@@ -126,8 +133,10 @@ async def _wait_attached(agents: list[Agent], timeout: float) -> None:
         log.warning("daemon.reattach_slow", waiting=len(pending), timeout=timeout)
 
 
-def follow(sup: Supervisor, agent_id: str, found: HostProbe) -> Agent:
-    """Start following a live host (recording it first if it is new to the registry)."""
+def follow(sup: Supervisor, agent_id: str, found: HostProbe, *, save: bool = True) -> Agent:
+    """Start following a live host (recording it first if it is new to the registry),
+    on the connection its probe kept open. ``save=False``: the caller writes the
+    agent's row (the reconcile writes all of them at once)."""
     agent = sup.agents.get(agent_id)
     if agent is None:
         agent = sup.agents[agent_id] = Agent(_adopted(agent_id, found))
@@ -138,8 +147,9 @@ def follow(sup: Supervisor, agent_id: str, found: HostProbe) -> Agent:
         live = found.kind is ProbeKind.LIVE
         record.status = AgentStatus.RUNNING if live else AgentStatus.UNREACHABLE
     record.host_pid = found.host_pid or record.host_pid
-    sup.save(record)  # (a full disk must not keep the daemon from following it)
-    sup.start(agent, "follow", found.status)
+    if save:
+        sup.save(record)  # (a full disk must not keep the daemon from following it)
+    sup.start(agent, "follow", found.status, found.client)
     return agent
 
 
@@ -171,13 +181,16 @@ async def scan_once(sup: Supervisor) -> None:
             continue
         found = await probe(home, agent_id, sup.probe_timeout)
         if _ours(sup, agent_id):
+            await discard(found)
             continue  # a spawn began, or a lifecycle started, while the probe waited
         if found.kind is ProbeKind.LIVE:
             assert found.status is not None
             if check_versions(found.status).compatible:
                 log.info("host.adopted", agent_id=agent_id)
                 follow(sup, agent_id, found)
-            elif agent is None or agent.record.status != AgentStatus.INCOMPATIBLE:
+                continue
+            await discard(found)
+            if agent is None or agent.record.status != AgentStatus.INCOMPATIBLE:
                 # as the start-up reconcile does: listed, never followed (a rescan used
                 # to skip it silently, so a host of another major started while the
                 # daemon ran was never reported)

@@ -114,8 +114,17 @@ class Supervisor:
 
     # --- lifecycles ---------------------------------------------------------------------
 
-    def start(self, agent: Agent, mode: Mode, status: StatusResponse | None = None) -> bool:
+    def start(
+        self,
+        agent: Agent,
+        mode: Mode,
+        status: StatusResponse | None = None,
+        client: AsyncClient | None = None,
+    ) -> bool:
         """Run the agent's lifecycle task (follow its host, or restart it first).
+
+        ``status`` and ``client``: what a probe of the host to follow just asked, and
+        the connection it asked on, which the lifecycle then owns (it attaches on it).
 
         One lifecycle, so one follower, per agent, always: if the agent already has a
         running one, nothing is started and False is returned. (A second follower of
@@ -125,8 +134,10 @@ class Supervisor:
         """
         if agent.running:
             log.warning("lifecycle.already_running", agent_id=agent.record.agent_id, mode=mode)
+            if client is not None:
+                self._spawn_task(client.close())
             return False
-        agent.task = self._spawn_task(self._lifecycle(agent, mode, status))
+        agent.task = self._spawn_task(self._lifecycle(agent, mode, status, client))
         return True
 
     def _spawn_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -135,16 +146,24 @@ class Supervisor:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _lifecycle(self, agent: Agent, mode: Mode, status: StatusResponse | None) -> None:
+    async def _lifecycle(
+        self,
+        agent: Agent,
+        mode: Mode,
+        status: StatusResponse | None,
+        client: AsyncClient | None,
+    ) -> None:
         agent_id = agent.record.agent_id
         try:
             while True:
                 if mode == "restart":
+                    if client is not None:  # a probe's, of the host that is gone
+                        await client.close()
+                    status = client = None
                     if not await self._restart(agent):
                         return
-                    status = None
                 try:
-                    await self._follow(agent, status)
+                    await self._follow(agent, status, client)
                 except VersionUnsupported as exc:
                     agent.record.status = AgentStatus.INCOMPATIBLE
                     agent.record.last_error = exc.message
@@ -167,7 +186,9 @@ class Supervisor:
             return Outcome.EXITED
         return Outcome.LOST
 
-    async def _follow(self, agent: Agent, status: StatusResponse | None) -> None:
+    async def _follow(
+        self, agent: Agent, status: StatusResponse | None, client: AsyncClient | None
+    ) -> None:
         record = agent.record
         follower = Follower(
             self.home,
@@ -177,6 +198,7 @@ class Supervisor:
             offset=record.last_offset,
             timeout=max(2.0, self.probe_timeout * 2),
             status=status,
+            client=client,
         )
         agent.follower = follower
         agent.exit_seen = record.status == AgentStatus.EXITED  # seen by an earlier daemon
@@ -438,15 +460,16 @@ class Supervisor:
 
     # --- writing the registry --------------------------------------------------------------
 
-    def save(self, record: AgentRecord) -> None:
-        """Write an agent's row. While the registry cannot be written (a full disk), the
-        in-memory record stays the authority and the row is written by a later
-        :meth:`flush`: a failed write must not end a lifecycle or a follower (it used
-        to, and the daemon stopped following the agent)."""
+    def save(self, *records: AgentRecord) -> None:
+        """Write agents' rows (one transaction). While the registry cannot be written
+        (a full disk), the in-memory records stay the authority and the rows are
+        written by a later :meth:`flush`: a failed write must not end a lifecycle or a
+        follower (it used to, and the daemon stopped following the agent)."""
         try:
-            self.registry.save(record)
+            self.registry.save(*records)
         except RegistryError as exc:
-            self._write_failed(record.agent_id, exc)
+            for record in records:
+                self._write_failed(record.agent_id, exc)
 
     def _write_failed(self, agent_id: str, exc: RegistryError) -> None:
         if not self._unsaved:
