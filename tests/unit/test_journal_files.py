@@ -18,7 +18,7 @@ from agenthost.journal import (
     JournalWriter,
     SyncPolicy,
 )
-from agenthost.journal.segments import list_segments, record_offset, segment_name
+from agenthost.journal.segments import list_segments, record_offset, scan_segment, segment_name
 from agenthost.protocol import EventEncoder
 
 ENC = EventEncoder("a1")
@@ -306,3 +306,27 @@ def test_new_meta_is_written_at_once_and_made_durable_by_the_first_sync(
     again, _, epoch2 = open_writer(jdir, sync=policy)
     again.close()
     assert epoch2 == epoch and again._meta_unsynced is False
+
+
+def test_a_segment_is_scanned_a_line_at_a_time(jdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader indexes a rolled segment in a worker thread: the whole file in one
+    buffer (16 MiB by default) stayed in that thread's malloc arena after the scan."""
+    writer, _, _ = open_writer(jdir)
+    writer.append(batch(1, 600), 1, 600)
+    writer.close()
+    (first, path), *_ = list_segments(jdir)
+    whole = path.read_bytes()
+
+    def read_bytes(self: Path) -> bytes:
+        raise AssertionError(f"{self} read whole")
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    scan = scan_segment(path, first)
+    assert (scan.last_offset, scan.valid_bytes, scan.size, scan.error) == (
+        600,
+        len(whole),
+        len(whole),
+        None,
+    )
+    assert [o for o, _ in scan.index] == [1, 257, 513]
+    assert all(whole[p:].startswith(event(o)) for o, p in scan.index)
