@@ -160,7 +160,8 @@ class Cursor:
         self.generation = 0  # counts attaches and detaches
         self._catching_up = False  # served from the journal until it reaches the ring
         self._reading: JournalRead | None = None  # the journal read in flight
-        self._held: list[bytes] | None = None  # records read, waiting for the sink
+        # records read (joined) and how many, waiting for the sink
+        self._held: tuple[bytes, int] | None = None
 
     @property
     def reading(self) -> JournalRead | None:
@@ -260,8 +261,8 @@ class Cursor:
             if not self.sink.writable():
                 return None  # write nothing into a full queue
             self._held = None
-            self.sink.write(b"".join(held))
-            self.next_offset += len(held)
+            self.sink.write(held[0])
+            self.next_offset += held[1]
         oldest = self.fanout.ring.oldest_offset
         if self.next_offset >= oldest:
             self._catching_up = False
@@ -278,7 +279,11 @@ class Cursor:
         if not records:  # pruned meanwhile: the client reattaches and sees truncated
             self.drop()
             return None
-        self._held = records[: read.until - read.start + 1]
+        # Joined now: a read is thousands of small objects, and a hundred cursors that
+        # wait for their sinks kept hundreds of thousands alive, scattered over the
+        # allocator's arenas, which then stayed with the process after the flood.
+        records = records[: read.until - read.start + 1]
+        self._held = (b"".join(records), len(records))
         return self.pump()
 
     def journal_failed(self, read: JournalRead) -> None:
