@@ -87,13 +87,21 @@ def daemon(
     it: SIGTERM, SIGINT, kill -9 or an upgrade end the daemon only. Under systemd it
     reports readiness (Type=notify) after that reconcile.
     """
+    import gc
     from typing import cast
 
-    from agenthost.daemon.run import run_daemon
-    from agenthost.daemon.service import DaemonConfig
-    from agenthost.daemon.spawner import HostScope
-    from agenthost.log import configure_logging
-    from agenthost.paths import resolve_home
+    # The daemon's modules, pydantic and the models are objects that live as long as
+    # the process: collecting while they are created is wasted work (as for serve,
+    # see agenthost.cli.main; run_daemon freezes them once imported).
+    gc.disable()
+    try:
+        from agenthost.daemon.run import run_daemon
+        from agenthost.daemon.service import DaemonConfig
+        from agenthost.daemon.spawner import HostScope
+        from agenthost.log import configure_logging
+        from agenthost.paths import resolve_home
+    finally:
+        gc.enable()
 
     configure_logging(log_level)
     config = DaemonConfig(

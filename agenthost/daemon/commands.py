@@ -12,7 +12,6 @@ import time
 
 import structlog
 
-from agenthost.agents import AdapterOptions, make_adapter
 from agenthost.daemon.files import purge_journal
 from agenthost.daemon.protocol import (
     ENDED_STATUSES,
@@ -38,7 +37,10 @@ log = structlog.get_logger("agenthost.daemon.commands")
 
 async def spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
     """Start a host for a new agent (or a known one that is not running)."""
-    # the same checks `serve` makes, before anything starts
+    # the same checks `serve` makes, before anything starts (the adapters are imported
+    # with the first spawn: a daemon that only reattaches its hosts needs none)
+    from agenthost.agents import AdapterOptions, make_adapter
+
     options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
     make_adapter(spec.agent, options).build_command(spec.command)
     agent_id = spec.agent_id

@@ -29,7 +29,7 @@ from agenthost.daemon.discovery import (
 )
 from agenthost.daemon.policy import Outcome
 from agenthost.daemon.protocol import AgentStatus, OlderHost, ReconcileReport, SpawnSpec
-from agenthost.daemon.reconcile import Step, candidates, plan, survey
+from agenthost.daemon.reconcile import Planned, Step, candidates, plan, survey
 from agenthost.daemon.registry import AgentRecord
 from agenthost.daemon.supervisor import Agent, Supervisor
 from agenthost.lockfile import is_lock_held
@@ -49,57 +49,14 @@ async def reconcile(sup: Supervisor, *, attach_timeout: float = 10.0) -> Reconci
     probes, woken = await survey(sup.home, candidates(sup.home, records), sup.probe_timeout)
     report = ReconcileReport(started_at=started_at, found=len(probes), woken=woken)
     waiting: list[Agent] = []
-    followed: list[AgentRecord] = []
-    for planned in plan(records, probes):
-        agent_id, found = planned.agent_id, planned.probe
-        if planned.clean and remove_stale(sup.home, agent_id):
-            report.stale_removed.append(agent_id)
-        if planned.step in (Step.FOLLOW, Step.ADOPT):
-            assert found is not None
-            agent = follow(sup, agent_id, found, save=False)
-            followed.append(agent.record)
-            if planned.step is Step.ADOPT:
-                report.adopted.append(agent_id)
-            if found.kind is ProbeKind.LIVE:
-                assert found.status is not None
-                waiting.append(agent)
-                host = found.status.host
-                if check_versions(found.status).older:
-                    report.older.append(
-                        OlderHost(
-                            agent_id=agent_id,
-                            version=host.version,
-                            protocol_version=host.protocol_version,
-                        )
-                    )
-            else:
-                report.unreachable.append(agent_id)
-        elif planned.step is Step.INCOMPATIBLE:
-            assert found is not None
-            await discard(found)
-            _mark_incompatible(sup, agent_id, found)
-            report.incompatible.append(agent_id)
-        elif planned.step is Step.LOST:
-            agent = sup.agents[agent_id]
-            report.lost.append(agent_id)
-            reason = "the host was gone when the daemon started"
-            if sup.end_run(agent, Outcome.LOST, reason).restart:
-                sup.start(agent, "restart")
-                report.restarting.append(agent_id)
-        elif planned.step is Step.ENDED:
-            agent = sup.agents[agent_id]
-            reason = "the host ended while no daemon ran"
-            if sup.end_run(agent, Outcome.EXITED, reason).restart:
-                sup.start(agent, "restart")
-                report.restarting.append(agent_id)
-        elif planned.step is Step.RESTART:
-            sup.start(sup.agents[agent_id], "restart")
-            report.restarting.append(agent_id)
-    # the followed rows in one transaction, not one each (no follower has run yet: the
-    # lifecycles started above wait for this coroutine's next await)
-    sup.save(*followed)
-    if waiting:
-        await _wait_attached(waiting, attach_timeout)
+    # the rows of every agent in one transaction at the end, not one or two each
+    # (a hundred hosts were two hundred transactions); nobody reads the registry
+    # meanwhile: the daemon does not serve yet
+    with sup.saves_held():
+        for planned in plan(records, probes):
+            await _carry_out(sup, planned, report, waiting)
+        if waiting:
+            await _wait_attached(waiting, attach_timeout)
     for agent in waiting:
         if agent.reattached_from is not None:
             report.reattached[agent.record.agent_id] = agent.reattached_from
@@ -124,6 +81,55 @@ async def reconcile(sup: Supervisor, *, attach_timeout: float = 10.0) -> Reconci
     return report
 
 
+async def _carry_out(
+    sup: Supervisor, planned: Planned, report: ReconcileReport, waiting: list[Agent]
+) -> None:
+    """One agent's step of the plan; the agent of a live host followed joins ``waiting``."""
+    agent_id, found = planned.agent_id, planned.probe
+    if planned.clean and remove_stale(sup.home, agent_id):
+        report.stale_removed.append(agent_id)
+    if planned.step in (Step.FOLLOW, Step.ADOPT):
+        assert found is not None
+        agent = follow(sup, agent_id, found)
+        if planned.step is Step.ADOPT:
+            report.adopted.append(agent_id)
+        if found.kind is ProbeKind.LIVE:
+            assert found.status is not None
+            waiting.append(agent)
+            host = found.status.host
+            if check_versions(found.status).older:
+                report.older.append(
+                    OlderHost(
+                        agent_id=agent_id,
+                        version=host.version,
+                        protocol_version=host.protocol_version,
+                    )
+                )
+        else:
+            report.unreachable.append(agent_id)
+    elif planned.step is Step.INCOMPATIBLE:
+        assert found is not None
+        await discard(found)
+        _mark_incompatible(sup, agent_id, found)
+        report.incompatible.append(agent_id)
+    elif planned.step is Step.LOST:
+        agent = sup.agents[agent_id]
+        report.lost.append(agent_id)
+        reason = "the host was gone when the daemon started"
+        if sup.end_run(agent, Outcome.LOST, reason).restart:
+            sup.start(agent, "restart")
+            report.restarting.append(agent_id)
+    elif planned.step is Step.ENDED:
+        agent = sup.agents[agent_id]
+        reason = "the host ended while no daemon ran"
+        if sup.end_run(agent, Outcome.EXITED, reason).restart:
+            sup.start(agent, "restart")
+            report.restarting.append(agent_id)
+    elif planned.step is Step.RESTART:
+        sup.start(sup.agents[agent_id], "restart")
+        report.restarting.append(agent_id)
+
+
 async def _wait_attached(agents: list[Agent], timeout: float) -> None:
     waits = [asyncio.ensure_future(a.attached.wait()) for a in agents]
     _, pending = await asyncio.wait(waits, timeout=timeout)
@@ -133,10 +139,9 @@ async def _wait_attached(agents: list[Agent], timeout: float) -> None:
         log.warning("daemon.reattach_slow", waiting=len(pending), timeout=timeout)
 
 
-def follow(sup: Supervisor, agent_id: str, found: HostProbe, *, save: bool = True) -> Agent:
+def follow(sup: Supervisor, agent_id: str, found: HostProbe) -> Agent:
     """Start following a live host (recording it first if it is new to the registry),
-    on the connection its probe kept open. ``save=False``: the caller writes the
-    agent's row (the reconcile writes all of them at once)."""
+    on the connection its probe kept open."""
     agent = sup.agents.get(agent_id)
     if agent is None:
         agent = sup.agents[agent_id] = Agent(_adopted(agent_id, found))
@@ -147,8 +152,7 @@ def follow(sup: Supervisor, agent_id: str, found: HostProbe, *, save: bool = Tru
         live = found.kind is ProbeKind.LIVE
         record.status = AgentStatus.RUNNING if live else AgentStatus.UNREACHABLE
     record.host_pid = found.host_pid or record.host_pid
-    if save:
-        sup.save(record)  # (a full disk must not keep the daemon from following it)
+    sup.save(record)  # (a full disk must not keep the daemon from following it)
     sup.start(agent, "follow", found.status, found.client)
     return agent
 

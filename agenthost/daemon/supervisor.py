@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 
-from agenthost.agents import adapter_class
 from agenthost.aio import cancel_all
 from agenthost.client import AsyncClient, probe_host_async
 from agenthost.daemon.discovery import check_versions, end_from_log
@@ -92,6 +91,7 @@ class Supervisor:
         self._dirty: set[str] = set()
         self._unsaved: set[str] = set()  # rows a failed write could not record (yet)
         self._unsaved_ends: list[tuple[str, ExitRecord]] = []
+        self._held: dict[str, AgentRecord] | None = None  # rows saves_held() keeps back
         self._tasks: set[asyncio.Task[None]] = set()
         self.spawning: set[str] = set()
         """Agent ids a ``daemon.spawn`` is under way for."""
@@ -464,12 +464,29 @@ class Supervisor:
         """Write agents' rows (one transaction). While the registry cannot be written
         (a full disk), the in-memory records stay the authority and the rows are
         written by a later :meth:`flush`: a failed write must not end a lifecycle or a
-        follower (it used to, and the daemon stopped following the agent)."""
+        follower (it used to, and the daemon stopped following the agent). Within
+        :meth:`saves_held`, the rows are written when it ends."""
+        if self._held is not None:
+            self._held.update((r.agent_id, r) for r in records)
+            return
         try:
             self.registry.save(*records)
         except RegistryError as exc:
             for record in records:
                 self._write_failed(record.agent_id, exc)
+
+    @contextlib.contextmanager
+    def saves_held(self) -> Iterator[None]:
+        """Hold back every :meth:`save` until the block ends, then write the rows (as
+        they are then) in one transaction. For the start-up reconcile, before the
+        daemon serves: what a kill meanwhile loses, the next reconcile learns again
+        from the hosts. Ends of runs (:meth:`end_run`) are written at once."""
+        self._held = {}
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            self.save(*held.values())
 
     def _write_failed(self, agent_id: str, exc: RegistryError) -> None:
         if not self._unsaved:
@@ -513,5 +530,7 @@ class Supervisor:
 
 
 def _resumable(kind: str) -> bool:
+    from agenthost.agents import adapter_class  # with the first restart, not at start-up
+
     adapter = adapter_class(kind)
     return adapter is not None and adapter.resumable
