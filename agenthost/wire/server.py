@@ -10,7 +10,9 @@
 * :class:`Server`: listens, keeps the connections and their tasks, re-creates a deleted
   socket file (:meth:`Server.rebind`), and closes in the order of DESIGN.md section 5:
   stop accepting, let each connection finish what it was asked and close, wait with a
-  timeout, abort the rest, cancel what still runs.
+  timeout, abort the rest, cancel what still runs. Once the write buffers that grew past
+  their high-water mark have drained, it gives the freed memory back to the system
+  (:meth:`Server.released`, :mod:`agenthost.heap`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 import structlog
 from pydantic import BaseModel
 
+from agenthost import heap
 from agenthost.aio import cancel_all
 from agenthost.errors import ConfigError
 from agenthost.wire.codec import Request
@@ -95,6 +98,8 @@ class ServerConnection(asyncio.Protocol, Generic[M]):
         self.transport: Transport | None = None
         self.peer_pid = 0
         self.peer_uid = -1
+        self.filled = False  # the write buffer passed its high-water mark since it drained
+        self.filled_once = False
         self.requests: RequestConnection[M] = RequestConnection(
             _TransportSink(self),
             validate,
@@ -195,10 +200,21 @@ class ServerConnection(asyncio.Protocol, Generic[M]):
         self.server.forget(self)
 
     def pause_writing(self) -> None:
+        self.filled = self.filled_once = True
         self.requests.pause_writes()
 
     def resume_writing(self) -> None:
         self.requests.resume_writes()
+        if self.filled:
+            self.filled = False
+            self.server.released()
+
+    def buffered(self) -> int:
+        """Bytes written to the transport and not yet sent."""
+        transport = self.transport
+        return (
+            0 if transport is None or transport.is_closing() else transport.get_write_buffer_size()
+        )
 
     async def finish(self, reply: Awaitable[bytes | Pieces], request: Request) -> None:
         """Await an answer that takes time, and hand it to the request side."""
@@ -234,6 +250,8 @@ class Server(Generic[C]):
         self._acceptor: Acceptor | None = None
         self._all_closed = asyncio.Event()
         self._inode: int | None = None
+        self._trim = heap.TrimPolicy()
+        self._trim_check: asyncio.Handle | None = None
 
     def connection(self) -> C:
         """A new connection (its protocol object) for an accepted client."""
@@ -276,6 +294,31 @@ class Server(Generic[C]):
         self.connections.discard(conn)
         if not self.connections:
             self._all_closed.set()
+        if conn.filled_once:  # the end of a flood for this client (or it was dropped)
+            self.released()
+
+    def released(self) -> None:
+        """A write buffer that passed its high-water mark drained below its low-water
+        mark, or a connection whose buffer did closed: the memory it held is free.
+
+        It is given back to the system (:func:`agenthost.heap.trim`) once no connection
+        has anything left to send (:class:`agenthost.heap.TrimPolicy`): after a flood,
+        the host's RSS used to stay at the flood's high-water mark.
+        """
+        self._trim.released()
+        if self._trim_check is None:
+            self._trim_check = asyncio.get_running_loop().call_soon(self._check_trim)
+
+    def _check_trim(self) -> None:
+        self._trim_check = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        wait = self._trim.check(now, any(conn.buffered() for conn in self.connections))
+        if wait is not None and wait <= 0:
+            heap.trim()
+            wait = self._trim.trimmed(now)
+        if wait is not None:
+            self._trim_check = loop.call_later(wait, self._check_trim)
 
     def stop_accepting(self) -> None:
         """Close the listening socket and remove its file (if it is still ours)."""
@@ -298,6 +341,9 @@ class Server(Generic[C]):
                 await asyncio.wait_for(self._all_closed.wait(), timeout)
         for conn in list(self.connections):
             conn.abort()
+        if self._trim_check is not None:
+            self._trim_check.cancel()
+            self._trim_check = None
         stuck = await cancel_all(list(self.tasks))
         if stuck:
             log.warning("server.tasks_stuck", count=len(stuck))
