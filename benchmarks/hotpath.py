@@ -88,6 +88,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="floods per tree and host")
     parser.add_argument("--count", type=int, default=200_000, help="lines per flood")
     parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument(
+        "--mem-clients", default="10", help="clients of the default-ring floods, e.g. 1,10,100"
+    )
     parser.add_argument("--profile", help="py-spy raw profile of the first tree's CPU host")
     parser.add_argument("--native", action="store_true", help="py-spy: C frames too")
     args = parser.parse_args()
@@ -119,7 +122,10 @@ def main() -> int:
                 run = measures.host_flood(procs, cpu_host, "lines", args.clients, args.count)
                 all_us = 1e6 * (threads_cpu(cpu_host) - cpu0) / args.count
                 reads, writes = (b - a for a, b in zip(io0, syscalls(cpu_host), strict=True))
-                flood = measures.host_flood(procs, mem_host, "lines", args.clients, args.count)
+                complete = True
+                for clients in map(int, args.mem_clients.split(",")):
+                    flood = measures.host_flood(procs, mem_host, "lines", clients, args.count)
+                    complete = complete and flood["complete"]
                 measures.wait_flood_over(mem_host, "lines")
                 after = rss_mib(mem_host)
                 row = results[tree]
@@ -127,7 +133,7 @@ def main() -> int:
                 row["all_threads_us"].append(all_us)
                 row["lines_per_s"].append(run["lines_per_s"])
                 row["rss_after"].append(after)
-                ok = run["complete"] and flood["complete"]
+                ok = run["complete"] and complete
                 print(
                     f"{n + 1} {tree}: {run['server_cpu_us_per_line']:.3f} us/line "
                     f"({all_us:.3f} all threads, {reads} reads, {writes} writes), "
