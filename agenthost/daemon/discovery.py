@@ -212,9 +212,13 @@ def _cmdline(pid: int) -> list[str]:
     its import alone cost the daemon's start ~8 ms of CPU."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            data = fh.read()
+            return split_cmdline(fh.read())
     except OSError:
         return []
+
+
+def split_cmdline(data: bytes) -> list[str]:
+    """The arguments in the bytes of ``/proc/PID/cmdline`` (as psutil reads them)."""
     argv = data.decode(errors="replace").rstrip("\0").split("\0")
     if len(argv) == 1 and " " in argv[0]:
         argv = argv[0].split(" ")  # a title set over argv (setproctitle): one string

@@ -37,19 +37,3 @@ async def test_start_never_runs_a_second_lifecycle(tmp_path: Path) -> None:
             assert agent.task is not first
         finally:
             await sup.close()
-
-
-def test_saves_held_are_written_together_at_the_end(tmp_path: Path) -> None:
-    with Registry(tmp_path / "daemon.db") as registry:
-        sup = Supervisor(tmp_path, registry, Spawner(tmp_path), Hub())
-        a, b = AgentRecord("a", AgentStatus.RUNNING), AgentRecord("b", AgentStatus.RUNNING)
-        with sup.saves_held():
-            sup.save(a)
-            sup.save(b)
-            a.state = "idle"  # written as it is when the block ends
-            sup.save(a)
-            assert registry.load() == {}
-        rows = registry.load()
-        assert sorted(rows) == ["a", "b"] and rows["a"].state == "idle"
-        sup.save(AgentRecord("c", AgentStatus.RUNNING))  # not held any more
-        assert "c" in registry.load()

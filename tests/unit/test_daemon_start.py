@@ -1,7 +1,9 @@
-"""The start-up reconcile opens one connection per live host (issue 15, item 4): the
-probe's status and the follower's attach go on the same connection. A fake host here
-(a lock held in this process, a socket that answers ``host.status`` and
-``host.attach``) counts the connections and the requests on each."""
+"""The daemon's start (issue 15, item 4). The reconcile opens one connection per live
+host: the probe's status and the follower's attach go on the same connection. A fake
+host here (a lock held in this process, a socket that answers ``host.status`` and
+``host.attach``) counts the connections and the requests on each. The rows saved
+during the reconcile are written together at its end; discovery reads process
+arguments from /proc as psutil did."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from agenthost._version import __version__
-from agenthost.daemon.discovery import probe
+from agenthost.daemon.discovery import probe, split_cmdline
 from agenthost.daemon.fanout import Hub
 from agenthost.daemon.protocol import AgentStatus
 from agenthost.daemon.registry import AgentRecord, Registry
@@ -141,3 +143,27 @@ async def test_a_probe_nobody_follows_is_closed(tmp_path: Path, host: FakeHost) 
             assert host.connections == [["host.status", "host.attach"], ["host.status"]]
         finally:
             await sup.close()
+
+
+def test_saves_held_are_written_together_at_the_end(tmp_path: Path) -> None:
+    with Registry(tmp_path / "daemon.db") as registry:
+        sup = Supervisor(tmp_path, registry, Spawner(tmp_path), Hub())
+        a, b = AgentRecord("a", AgentStatus.RUNNING), AgentRecord("b", AgentStatus.RUNNING)
+        with sup.saves_held():
+            sup.save(a)
+            sup.save(b)
+            a.state = "idle"  # written as it is when the block ends
+            sup.save(a)
+            assert registry.load() == {}
+        rows = registry.load()
+        assert sorted(rows) == ["a", "b"] and rows["a"].state == "idle"
+        sup.save(AgentRecord("c", AgentStatus.RUNNING))  # not held any more
+        assert "c" in registry.load()
+
+
+def test_split_cmdline_reads_arguments_and_process_titles() -> None:
+    argv = ["python", "-m", "agenthost", "serve", "--agent-id", "a"]
+    assert split_cmdline(b"\0".join(a.encode() for a in argv) + b"\0") == argv
+    # a host forked by the factory: its title (setproctitle) is one string over argv
+    assert split_cmdline(" ".join(argv).encode() + b"\0") == argv
+    assert split_cmdline(b"") == [""]
