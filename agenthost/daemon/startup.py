@@ -114,9 +114,13 @@ async def _carry_out(
         report.incompatible.append(agent_id)
     elif planned.step is Step.LOST:
         agent = sup.agents[agent_id]
-        report.lost.append(agent_id)
-        reason = "the host was gone when the daemon started"
-        if sup.end_run(agent, Outcome.LOST, reason).restart:
+        outcome = sup.vanished_outcome(agent)  # its log may say how its agent ended
+        if outcome is Outcome.LOST:
+            report.lost.append(agent_id)
+            reason = "the host was gone when the daemon started"
+        else:
+            reason = "the agent exited while no daemon ran (its host's log)"
+        if sup.end_run(agent, outcome, reason).restart:
             sup.start(agent, "restart")
             report.restarting.append(agent_id)
     elif planned.step is Step.ENDED:

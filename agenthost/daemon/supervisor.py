@@ -184,7 +184,23 @@ class Supervisor:
             return Outcome.STOPPED
         if agent.exit_seen:
             return Outcome.EXITED
-        return Outcome.LOST
+        return self.vanished_outcome(agent)
+
+    def vanished_outcome(self, agent: Agent) -> Outcome:
+        """How the run of a host that is gone ended, when the daemon did not see it end:
+        EXITED if the host's log recorded its agent's end (a host with no linger time
+        ends right after its agent, possibly before the daemon followed it, or while no
+        daemon ran; the record then has the logged exit code and signal), else LOST."""
+        seen = end_from_log(log_path(self.home, agent.record.agent_id))
+        if seen is None:
+            return Outcome.LOST
+        record = agent.record
+        code, sig = seen.get("exit_code"), seen.get("signal")
+        record.exit_code = code if isinstance(code, int) else record.exit_code
+        record.signal = sig if isinstance(sig, str) else None
+        record.ended_at = record.ended_at or time.time()
+        agent.host_stopped = agent.host_stopped or seen.get("stop_requested") is True
+        return Outcome.EXITED
 
     async def _follow(
         self, agent: Agent, status: StatusResponse | None, client: AsyncClient | None
@@ -282,14 +298,8 @@ class Supervisor:
     def end_run(self, agent: Agent, outcome: Outcome, reason: str) -> RestartDecision:
         """Record how a host run ended and decide about a restart (status set, saved)."""
         record = agent.record
-        if outcome is Outcome.LOST:
-            seen = end_from_log(log_path(self.home, record.agent_id))
+        if outcome is Outcome.LOST:  # (nothing in its log either: vanished_outcome)
             record.ended_at = time.time()  # when the daemon noticed: the best it knows
-            if seen is not None:
-                code, sig = seen.get("exit_code"), seen.get("signal")
-                record.exit_code = code if isinstance(code, int) else record.exit_code
-                record.signal = sig if isinstance(sig, str) else None
-                agent.host_stopped = agent.host_stopped or seen.get("stop_requested") is True
             reason = reason or "the host died without the daemon seeing the agent's end"
         elif outcome is Outcome.EXITED:
             reason = reason or "the agent exited"

@@ -602,3 +602,31 @@ def test_spawned_env_secrets_stay_private(world: DaemonWorld) -> None:
     # a restart would need the value: the registry keeps it
     specs = world.registry("SELECT spec FROM agents WHERE agent_id = 'sec'")
     assert secret in specs[0][0]
+
+
+def test_an_agent_that_exited_while_no_daemon_saw_it_is_exited_not_lost(
+    world: DaemonWorld,
+) -> None:
+    # The host's log records the agent's end; a host with no linger ends right after.
+    # A daemon that did not see the end (here: none ran; as well: a host that ended
+    # before the daemon's follower attached) must take the end from the log: exited
+    # with code 0, not lost, and not restarted as a failure.
+    daemon = world.start_daemon("--scan-interval", "0")
+    world.spawn(
+        "quick",
+        ["sh", "-c", "read x; exit 0"],
+        linger=0,
+        restart={"policy": "on-failure", "max_restarts": 3, "backoff": 0.01},
+    )
+    wait_for(lambda: world.agents()["quick"]["status"] == "running", what="running")
+    daemon.signal(signal.SIGKILL)
+    daemon.wait_exit()
+    assert world.cli("send", "quick", "go").returncode == 0
+    wait_for(lambda: "quick" not in world.host_pids(), what="the host ended")
+
+    world.start_daemon("--scan-interval", "0")
+    report = world.ping()["reconcile"]
+    assert report["lost"] == [] and report["restarting"] == []
+    agent = world.agents()["quick"]
+    assert (agent["status"], agent["exit_code"], agent["restarts"]) == ("exited", 0, 0)
+    assert world.registry("SELECT outcome FROM exits WHERE agent_id = 'quick'") == [("exited",)]
