@@ -54,7 +54,10 @@ class DaemonConnection(ServerConnection[DaemonMessageType]):
         self.server: DaemonServer = server
         self.watch: WatchState | None = None  # set by the hub while watching
 
-    def dispatch(self, mtype: DaemonMessageType, payload: BaseModel, request: Request) -> Reply:
+    def dispatch(
+        self, mtype: DaemonMessageType, payload: BaseModel | None, request: Request
+    ) -> Reply:
+        assert payload is not None  # the daemon's table gives every request a model
         return self.server.dispatcher.dispatch(self, mtype, payload, request)
 
     # --- the stream, as the request side sees it ------------------------------------------

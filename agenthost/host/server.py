@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol, cast
+from typing import TYPE_CHECKING, Final, Protocol
 
 import structlog
 
@@ -79,12 +79,11 @@ class RequestHandler(Protocol):
     ) -> Reply: ...
 
 
-def _validate(request: Request) -> tuple[MessageType, BaseModel]:
+def _validate(request: Request) -> tuple[MessageType, BaseModel | None]:
     # A request without a payload (ping, status...) comes with None, and no model is
     # loaded for it (agenthost.protocol.validate_request): the host's handlers of these
-    # take none. The wire connection's type says a model; None is what it passes on.
-    mtype, payload = validate_request(request)
-    return mtype, cast("BaseModel", payload)
+    # take none.
+    return validate_request(request)
 
 
 class _CursorSink:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
@@ -37,18 +37,17 @@ from agenthost.linesplit import Fragment
 from agenthost.protocol import (
     FINAL_STATES,
     AgentState,
-    AttachResponse,
     EventEncoder,
     EventType,
-    HistoryEntry,
-    HistoryResponse,
     MessageType,
-    PermissionRequest,
     encode_response_pieces,
 )
 from agenthost.ringbuffer import RingBuffer
 from agenthost.timefmt import now_rfc3339
 from agenthost.wire.stream import plan_attach
+
+if TYPE_CHECKING:  # the models are loaded by the first request that needs them
+    from agenthost.models import AttachResponse, PermissionRequest
 
 log = structlog.get_logger("agenthost.stream")
 
@@ -276,6 +275,8 @@ class AgentStream:
 
     def attach_plan(self, offset: int) -> tuple[AttachResponse, int]:
         """The attach response for ``offset`` and the first offset to stream."""
+        from agenthost.models import AttachResponse
+
         head = self.ring.last_offset
         oldest = self.oldest_offset()
         plan = plan_attach(offset, head=head, oldest=oldest)
@@ -310,6 +311,8 @@ class AgentStream:
         ``entries`` is a snapshot (a list of references, no copies); each entry is
         validated and encoded only when the connection can take its piece.
         """
+        from agenthost.models import HistoryEntry, HistoryResponse
+
         head = HistoryResponse(
             agent_id=self.agent_id,
             entries=[],
@@ -324,6 +327,8 @@ class AgentStream:
 
     def pending_requests(self) -> list[PermissionRequest]:
         """Permission requests waiting for an answer, oldest first."""
+        from agenthost.models import PermissionRequest
+
         return [PermissionRequest.model_validate(r) for _, r in self.pending.values()]
 
 

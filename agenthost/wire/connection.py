@@ -30,14 +30,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Final, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
 import structlog
-from pydantic import BaseModel
 
 from agenthost.errors import AgentHostError, ErrorCode, FrameTooLarge
 from agenthost.wire.codec import Request, RequestError, decode_request, encode_error
 from agenthost.wire.framing import DEFAULT_FRAME_LIMIT, FrameDecoder
+
+if TYPE_CHECKING:  # (a host answers a ping without loading pydantic)
+    from pydantic import BaseModel
 
 log = structlog.get_logger("agenthost.wire")
 
@@ -51,11 +53,11 @@ connection)."""
 
 M = TypeVar("M")
 
-Validate = Callable[[Request], tuple[M, BaseModel]]
-"""A message table's check of a request: its type and validated payload, or
-:class:`~agenthost.wire.codec.RequestError`."""
+Validate = Callable[[Request], "tuple[M, BaseModel | None]"]
+"""A message table's check of a request: its type and validated payload (None for a
+request that takes none), or :class:`~agenthost.wire.codec.RequestError`."""
 
-Dispatch = Callable[[M, BaseModel, Request], Reply]
+Dispatch = Callable[[M, "BaseModel | None", Request], Reply]
 """The service's handling of one validated request."""
 
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 import structlog
-from pydantic import BaseModel
 
 from agenthost import heap
 from agenthost.aio import cancel_all
@@ -40,6 +39,8 @@ from agenthost.wire.peer import admit_peer, peer_hung_up
 
 if TYPE_CHECKING:
     from asyncio import Transport
+
+    from pydantic import BaseModel
 
 log = structlog.get_logger("agenthost.server")
 
@@ -108,7 +109,7 @@ class ServerConnection(asyncio.Protocol, Generic[M]):
             stream=self,
         )
 
-    def dispatch(self, mtype: M, payload: BaseModel, request: Request) -> Reply:
+    def dispatch(self, mtype: M, payload: BaseModel | None, request: Request) -> Reply:
         """Serve one validated request (in order on this connection)."""
         raise NotImplementedError
 

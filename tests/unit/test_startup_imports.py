@@ -60,6 +60,8 @@ def test_the_serve_entry_and_the_protocol_load_no_pydantic_and_no_model() -> Non
 
 def test_the_host_path_leaves_the_rarely_needed_for_later() -> None:
     loaded = loaded_after(f"{SERVE_ENTRY}, agenthost.host.run, agenthost.host.host")
+    # pydantic and the models: only the first request with a payload (or an attach)
+    assert families(loaded, "pydantic", "pydantic_core", "agenthost.models") == []
     # psutil: only a forced kill needs it; difflib: only a mistyped name's hint
     assert families(loaded, "psutil", "difflib", "importlib.metadata") == []
     # the adapters of other kinds, the client side, the daemon, the terminal UI
