@@ -146,6 +146,9 @@ _NOT_PLAIN: Final = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 """A byte a JSON string cannot hold as is (controls, quote, backslash) or that is not
 ASCII (needs UTF-8 validation): lines without any go into events as they are."""
 
+_PLAIN: Final = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
+"""The bytes :data:`_NOT_PLAIN` does not match (``bytes.translate`` deletes them)."""
+
 # --- requests --------------------------------------------------------------------
 
 
@@ -276,6 +279,12 @@ class EventEncoder:
         """
         head = self._output_head
         middle = (',"timestamp":"' + timestamp + '","stream":"' + stream + '","data":"').encode()
+        if set(map(type, lines)) == {bytes} and not b"".join(lines).translate(None, _PLAIN):
+            # every line whole and plain: one check for the batch, not a regex per line
+            return [
+                b"".join((head, b"%d" % offset, middle, line, b'"}\n'))
+                for offset, line in enumerate(lines, first_offset)
+            ]
         not_plain = _NOT_PLAIN.search
         out: list[bytes] = []
         offset = first_offset

@@ -1242,3 +1242,30 @@ def test_a_chat_entry_nested_near_the_recursion_limit_is_a_protocol_error_or_dat
         frame = head + b',"chat_entry":' + b"[" * depth + b"]" * depth + b"}"
         for frames in (0, 20, 40):
             at_depth(frames, frame)
+
+
+@settings(max_examples=100)
+@given(
+    plain=st.lists(st.from_regex(rb"[ -~]{0,40}", fullmatch=True), min_size=1, max_size=12),
+    odd=st.sampled_from([None, b'say "hi"', b"back\\slash", b"tab\there", b"caf\xc3\xa9", b"\xff"]),
+    first=st.integers(min_value=1, max_value=10**12),
+)
+def test_a_batch_of_plain_lines_takes_one_check_and_gives_the_same_bytes(
+    plain: list[bytes], odd: bytes | None, first: int
+) -> None:
+    # all plain: the batch path; one line that is not (quote, backslash, control,
+    # non-ASCII, invalid UTF-8) or a fragment: the per-line path. Same bytes either way.
+    ts = "2026-01-01T00:00:00.000001Z"
+    encoder = EventEncoder("a1")
+    batches: list[list[bytes]] = [plain, [*plain, Fragment(plain[0])]]
+    if odd is not None:
+        batches.append([*plain[:1], odd, *plain[1:]])
+    for batch in batches:
+        got = encoder.output_lines(first, ts, batch, "stdout")
+        want = [
+            b"".join(encoder.output_lines(first + i, ts, [line], "stdout"))
+            if type(line) is not bytes or not line.isascii()
+            else encoder.output(first + i, ts, line.decode(), "stdout")
+            for i, line in enumerate(batch)
+        ]
+        assert got == want
