@@ -48,13 +48,19 @@ class Factory:
     """A running host factory; :meth:`attach` it to the loop before the first order."""
 
     def __init__(
-        self, pid: int, sock: socket.socket, popen: subprocess.Popen[bytes] | None = None
+        self,
+        pid: int,
+        sock: socket.socket,
+        popen: subprocess.Popen[bytes] | None = None,
+        *,
+        answer_timeout: float = ANSWER_TIMEOUT,
     ) -> None:
         """``pid`` and ``sock``: what :func:`~agenthost.hostfactory.process.start_factory`
         returned (the factory is this process's child); ``popen`` if it was exec'd."""
         self.pid = pid
         self._sock = sock
         self._popen = popen
+        self.answer_timeout = answer_timeout
         self._sock.setblocking(False)
         self._answers: collections.deque[asyncio.Future[int]] = collections.deque()
         self._exits: dict[int, asyncio.Future[int]] = {}
@@ -112,10 +118,10 @@ class Factory:
             else:
                 log.debug("factory.order_sent", factory_pid=self.pid)
         try:
-            pid = await asyncio.wait_for(answer, ANSWER_TIMEOUT)
+            pid = await asyncio.wait_for(answer, self.answer_timeout)
         except TimeoutError:
             # stuck (stopped, swapping): it must not fork this order's host later
-            self._fail(f"the host factory did not answer within {ANSWER_TIMEOUT:g}s")
+            self._fail(f"the host factory did not answer within {self.answer_timeout:g}s")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             raise FactoryError(self.gone or "the host factory did not answer") from None
