@@ -97,37 +97,6 @@ if TYPE_CHECKING:
     HOST_MESSAGES: MessageTable[MessageType, Response | StreamEvent]
     MESSAGE_ADAPTER: TypeAdapter[Response | StreamEvent]
 
-_MODELS: Final = frozenset(
-    {
-        "REQUEST_PAYLOADS",
-        "RESPONSE_PAYLOADS",
-        "AgentInfo",
-        "AttachRequest",
-        "AttachResponse",
-        "EmptyRequest",
-        "HistoryEntry",
-        "HistoryRequest",
-        "HistoryResponse",
-        "HostInfo",
-        "InterruptResponse",
-        "ListResponse",
-        "PendingResponse",
-        "PermissionDecision",
-        "PermissionRequest",
-        "PingResponse",
-        "RespondRequest",
-        "RespondResponse",
-        "Response",
-        "SendRequest",
-        "SendResponse",
-        "StatusResponse",
-        "StopRequest",
-        "StopResponse",
-        "StreamEvent",
-    }
-)
-"""The names this module gives from :mod:`agenthost.models`, on first use."""
-
 
 def __getattr__(name: str) -> Any:
     if name in _MODELS:
@@ -409,3 +378,7 @@ __all__ = [
     "validate_payload",
     "validate_request",
 ]
+
+_MODELS: Final = frozenset(__all__) - set(globals()) - {"HOST_MESSAGES", "MESSAGE_ADAPTER"}
+"""The names this module gives from :mod:`agenthost.models`, on first use (what
+``__all__`` names that is not defined here; the table's two are built here)."""
