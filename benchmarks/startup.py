@@ -10,8 +10,7 @@ field: nanoseconds on the CPU, robust to a busy machine, unlike wall-clock) and 
 RSS and PSS from ``/proc/PID/smaps_rollup``; then sends one ``host.status`` (the first
 request that needs the models, which a host loads when first used) and reads its CPU
 time again (``status_cpu_ms``, counted from exec); then stops the host. Prints the
-median, the 90th percentile and the minimum of each figure. Standard library only, so that it
-measures the same thing whatever else is installed.
+median, the 90th percentile and the minimum of each figure.
 """
 
 from __future__ import annotations
@@ -29,18 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from procs import read_line  # noqa: E402
+
 PY = sys.executable
-
-
-def read_line(sock: socket.socket) -> bytes:
-    """One newline-terminated line from ``sock`` (a ping answer fits in one read)."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise RuntimeError("the host closed the connection before answering")
-        data += chunk
-    return data
 
 
 def request(path: str, mtype: str) -> dict[str, object]:
