@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ DOC = ROOT / "docs" / "daemon.md"
 START, END = "<!-- daemon-bench:start -->", "<!-- daemon-bench:end -->"
 AGENT = ["sh", "-c", "seq 1 100; exec sleep 100000"]
 EVENTS = 101  # the state event, then 100 lines
+WIDTH = 88  # the prose of docs/daemon.md is wrapped at 88 columns
 SPAWN_PARALLEL = 4  # a 2-core machine starts a few hosts at once, not a hundred
 
 
@@ -222,9 +224,12 @@ def table(rows: list[dict[str, Any]], repeat: int) -> str:
         )
     lines.append("")
     lines.append(
-        f"Medians of {repeat} restarts (SIGKILL, then a new daemon) per size. The daemon's "
-        "CPU time (all its threads, not its children) is robust to a busy machine; the "
-        "wall-clock columns are not."
+        textwrap.fill(
+            f"Medians of {repeat} restarts (SIGKILL, then a new daemon) per size. The "
+            "daemon's CPU time (all its threads, not its children) is robust to a busy "
+            "machine; the wall-clock columns are not.",
+            WIDTH,
+        )
     )
     return "\n".join(lines)
 
@@ -289,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Measured {result['date']} on {result['machine']}, load average {load} "
             "after the run (`make bench-daemon`)."
         )
-        rewrite_doc(f"{note}\n\n{text}")
+        rewrite_doc(f"{textwrap.fill(note, WIDTH)}\n\n{text}")
         log(f"wrote {DOC}")
     return 0
 
