@@ -261,12 +261,14 @@ def test_library_and_cli_of_another_user_get_forbidden(host_factory: HostFactory
     os.chmod(host.home, 0o711)
     os.chmod(host.socket_path.parent, 0o711)
     os.chmod(host.socket_path, 0o666)
-    # the interpreter's files are root's: load every CLI module (they load lazily) first
+    # the interpreter's files are root's: load every CLI module (they load lazily) and
+    # build the models (built when first used, which imports more of pydantic) first
     prelude = (
         "import importlib, pkgutil, agenthost.cli\n"
         "for m in pkgutil.iter_modules(agenthost.cli.__path__):\n"
         "    importlib.import_module('agenthost.cli.' + m.name)\n"
         "from agenthost.client import Client\nfrom agenthost.cli import main\n"
+        "from agenthost.protocol import build_models\nbuild_models()\n"
     )
     body = """
 home = sys.argv[1]
