@@ -122,7 +122,7 @@ async def test_a_follower_behind_a_small_ring_reports_the_gap_honestly(
         "--no-journal",
         "--ring-size",
         "100",
-        command=flood_command("--count", str(total), "--rate", "0"),
+        command=flood_command("--wait", "--count", str(total), "--rate", "0"),
     )
     # a reader that keeps little: what it does not read in time, the ring evicts
     client = AsyncClient("f3", home=home, stream_limit=StreamLimit(items=20))
@@ -130,6 +130,9 @@ async def test_a_follower_behind_a_small_ring_reports_the_gap_honestly(
     items: list[Item] = []
     try:
         await until(follow, items, lambda i: isinstance(i, StreamEvent))  # attached
+        # only now the flood (a fresh follow is owed nothing from before its attach)
+        with host.raw() as conn:
+            assert conn.request("host.send", {"input": "go"})["success"]
         # the agent prints everything meanwhile: nobody reads it
         await asyncio.to_thread(wait_printed, host, total)
         await until(follow, items, output(f"line {total}"))
