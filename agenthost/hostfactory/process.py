@@ -146,14 +146,15 @@ class _Factory:
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.signal(signal.SIGCHLD, _ignore_signal)
         signal.set_wakeup_fd(self.wake_w)
+        import setproctitle
+
+        # first (ps must not show the daemon's command line for the factory longer than
+        # it has to); this also readies setproctitle while our environment is the one we
+        # started with: it could not find room for a host's title once it is replaced
+        setproctitle.setproctitle(f"agenthost host-factory (daemon {os.getppid()})")
         for name in PRELOAD:
             importlib.import_module(name)
         _warm_up()
-        import setproctitle
-
-        # (also readies setproctitle while our environment is the one we started with:
-        # it could not find room for a host's title once the environment is replaced)
-        setproctitle.setproctitle(f"agenthost host-factory (daemon {os.getppid()})")
         # everything imported lives as long as every host: keep it out of the
         # collector's generations, so that no collection writes to the shared pages
         gc.freeze()

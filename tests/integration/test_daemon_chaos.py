@@ -183,7 +183,8 @@ def test_ten_daemon_restarts_while_agents_work(world: DaemonWorld) -> None:
     for proc in world.reaper.tree():
         if proc.pid == daemon.pid or proc.pid in host_set:
             continue
-        if proc.ppid() == daemon.pid and cmdline_has(proc, "host-factory"):
+        if proc.ppid() == daemon.pid:  # its factory (titled so once it has started)
+            wait_for(lambda p=proc: cmdline_has(p, "host-factory"), what="the factory")
             continue
         assert proc.ppid() in host_set, f"orphan: {proc.pid} {proc.cmdline()}"
         assert cmdline_has(proc, "flood_agent") or cmdline_has(proc, "kill -TERM")
