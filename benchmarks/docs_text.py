@@ -203,16 +203,19 @@ UNMET_REASONS: dict[str, str] = {
         "factory built everything before it forked them."
     ),
     "i15_cpu_per_line": (
-        "Cut from 1.45-1.68 µs (issue 8's runs) by a splitter that returns a chunk "
-        "whose lines all fit in one split, a ring that appends a batch with slice "
-        "copies, a journal that no longer counts a batch twice, and one check of a "
+        "The machine's speed moves this figure (the relay's CPU per line in the same "
+        "run says how fast it was): against the relay, the host went from ~9 times its "
+        "CPU per line in issue 8's run (1.68 vs 0.18 µs) to ~4 times (1.21 vs 0.28 µs "
+        "on a quiet machine, 1.6 vs 0.4 µs on a slower one), cut by a splitter that "
+        "returns a chunk whose lines all fit in one split, a ring that appends a batch "
+        "with slice copies, a journal that no longer counts a batch twice, and one check of a "
         "whole batch of plain lines instead of a regex per line. A py-spy profile of "
         "the host under this flood (`benchmarks/hotpath.py --profile`; the journal "
         "thread's waits left out) now has about half of its samples in the event "
         "loop's own C code (mostly the writes to the ten client sockets: the kernel "
         "copies each event ten times), ~13 % in encoding the events, ~7 % in reading "
         "the agent's pipe, and a few per cent each in the splitter, the ring and the "
-        "journal: no single Python step left that is worth the missing 20 %."
+        "journal: no single Python step is left that would close the gap."
     ),
     "i15_daemon_ready": (
         "The reconcile itself is under the goal (the reconcile figure); most of the rest "
