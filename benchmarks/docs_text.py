@@ -167,6 +167,13 @@ UNMET_REASONS: dict[str, str] = {
         "(agent -> host -> client instead of agent -> relay -> client) and the ten "
         "clients of one process stamped one after the other."
     ),
+    "ping_p50": (
+        "A wall-clock figure, and the machine was slower in this run (the relay's CPU "
+        "per line in the throughput table is twice the quiet runs'). The host is not: "
+        "started one after the other in the same minute, a host of the tree before "
+        "issue 15 answered 5,000 pings on a raw connection in 56.6 µs (median) and "
+        "this one in 52.2 µs (issue 8's run measured 31 µs on a faster machine state)."
+    ),
     "startup": (
         "Almost all of it is Python importing modules (`python -X importtime`, and the "
         'host\'s CPU time until the first ping, the "start-up CPU" figure). Issue 15 '
