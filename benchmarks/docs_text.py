@@ -169,7 +169,7 @@ UNMET_REASONS: dict[str, str] = {
     ),
     "ping_p50": (
         "A wall-clock figure, and the machine was slower in this run (the relay's CPU "
-        "per line in the throughput table is twice the quiet runs'). The host is not: "
+        "per line in the throughput table is 1.5 to 2 times the quiet run's). The host is not: "
         "started one after the other in the same minute, a host of the tree before "
         "issue 15 answered 5,000 pings on a raw connection in 56.6 µs (median) and "
         "this one in 52.2 µs (issue 8's run measured 31 µs on a faster machine state)."
