@@ -206,12 +206,9 @@ class Factory:
         if self._reader is not None:
             self._reader.cancel()
         self._sock.close()
-        pidfd = self._pidfd
-        self._pidfd = None
-        if pidfd is not None:
-            asyncio.get_running_loop().remove_reader(pidfd)
+        if self._pidfd is not None:  # readable once the factory has ended
             waiter = select.poll()
-            waiter.register(pidfd, select.POLLIN)
+            waiter.register(self._pidfd, select.POLLIN)
             waiter.poll(_EXIT_WAIT_MS)
-            os.close(pidfd)
+        self._unwatch()
         self._reap()
