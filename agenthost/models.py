@@ -132,6 +132,15 @@ class AgentInfo(OpenModel):
     """How many permission requests wait for an answer (1.1)."""
 
 
+class PermissionOption(OpenModel):
+    """(1.2) One answer an agent offers to its permission request (ACP's options)."""
+
+    id: str
+    name: str = ""
+    kind: str
+    """``allow_once``, ``allow_always``, ``reject_once`` or ``reject_always``."""
+
+
 class PermissionRequest(OpenModel):
     """A question the agent asked and waits on: may it use this tool with this input?
 
@@ -146,6 +155,9 @@ class PermissionRequest(OpenModel):
     input: dict[str, Any] = Field(default_factory=dict)
     tool_use_id: str | None = None
     created_at: Timestamp
+    options: list[PermissionOption] | None = None
+    """(1.2) The answers the agent offers, when it names them (ACP agents); a
+    ``host.respond`` may pick one by ``option_id``."""
 
 
 class PermissionDecision(OpenModel):
@@ -370,6 +382,9 @@ class RespondRequest(PeerModel):
     behavior: Literal["allow", "deny"]
     message: StrictStr | None = Field(default=None, max_length=10_000)
     updated_input: dict[str, Any] | None = None
+    option_id: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+    """(1.2) One of the request's ``options``, whose kind agrees with ``behavior``
+    (``allow_*`` with allow); without it the agent's "once" answer is chosen."""
 
 
 class InterruptResponse(OpenModel):

@@ -38,6 +38,8 @@ SANS_IO = (
     "agenthost.agents.claude",
     "agenthost.agents.codex",
     "agenthost.agents.lines",
+    "agenthost.acp.jsonrpc",
+    "agenthost.acp.schema",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

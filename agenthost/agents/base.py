@@ -76,6 +76,11 @@ class PermissionAsk:
     tool_use_id: str | None = None
     native: dict[str, Any] = field(default_factory=dict)
     """What the adapter needs to answer it later (kept by the host, not published)."""
+    options: tuple[dict[str, str], ...] = ()
+    """The answers the agent offers, when it names them (ACP agents): each ``{"id",
+    "name", "kind"}`` with ``kind`` one of ``allow_once``, ``allow_always``,
+    ``reject_once``, ``reject_always``. Published with the request; ``host.respond``
+    may pick one by ``option_id``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,17 @@ class Write:
     data: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ClientCall:
+    """The agent asks its client for something only I/O can do (ACP's ``fs/*`` and
+    ``terminal/*`` methods): the host performs it, confined to the agent's working
+    directory, and hands the outcome to :meth:`Adapter.call_done` (not published)."""
+
+    call_id: str
+    method: str
+    params: dict[str, Any]
+
+
 AdapterEvent = (
     Output
     | Chat
@@ -109,6 +125,7 @@ AdapterEvent = (
     | PermissionAsk
     | PermissionDecided
     | Write
+    | ClientCall
 )
 
 
@@ -240,6 +257,18 @@ class Adapter:
         allow: bool,
         message: str | None,
         updated_input: dict[str, Any] | None,
+        option_id: str | None = None,
     ) -> bytes:
-        """The stdin bytes that answer a permission request this adapter reported."""
+        """The stdin bytes that answer a permission request this adapter reported.
+
+        ``option_id`` is one of ``ask.options`` (the host checked it, and that its kind
+        agrees with ``allow``); None lets the adapter choose.
+        """
         raise ConfigError(f"the {self.kind} agent does not ask for permissions")
+
+    def call_done(
+        self, call_id: str, result: dict[str, Any] | None, error: str | None
+    ) -> list[AdapterEvent]:
+        """Events once the host performed a :class:`ClientCall` of this adapter: its
+        ``result``, or the ``error`` text when it failed (e.g. the answer to write)."""
+        return []

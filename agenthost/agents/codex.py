@@ -155,6 +155,7 @@ class CodexAdapter(Adapter):
         allow: bool,
         message: str | None,
         updated_input: dict[str, Any] | None,
+        option_id: str | None = None,
     ) -> bytes:
         """The JSON-RPC response to Codex's approval request.
 

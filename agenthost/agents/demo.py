@@ -95,6 +95,7 @@ class StreamJsonAdapter(Adapter):
         allow: bool,
         message: str | None,
         updated_input: dict[str, Any] | None,
+        option_id: str | None = None,
     ) -> bytes:
         return permission_response(ask.request_id, allow, message, updated_input, ask.input)
 

@@ -37,6 +37,7 @@ from agenthost.agents.base import (
     Chat,
     Deferred,
     ErrorNote,
+    PermissionAsk,
     PermissionDecided,
     StateChange,
 )
@@ -685,8 +686,10 @@ class Host:
         if answer.updated_input is not None and not allow:
             raise InvalidPayload("updated_input only goes with behavior 'allow'")
         ask, _ = pending
+        if answer.option_id is not None:
+            _check_option(ask, answer.option_id, allow)
         data = self.adapter.encode_permission_response(
-            ask, allow, answer.message, answer.updated_input
+            ask, allow, answer.message, answer.updated_input, answer.option_id
         )
         self.process.write(data)
         self.stream.publish([PermissionDecided(ask.request_id, answer.behavior, answer.message)])
@@ -712,6 +715,21 @@ class Host:
             final_state=self.stream.state.value,
         )
         return _answer(request, response)
+
+
+def _check_option(ask: PermissionAsk, option_id: str, allow: bool) -> None:
+    """InvalidPayload unless ``option_id`` is one of the options the agent offered, of a
+    kind that agrees with the behavior (``allow_*`` with allow, ``reject_*`` with deny)."""
+    offered = {o.get("id"): o.get("kind", "") for o in ask.options}
+    if not offered:
+        raise InvalidPayload(f"request {ask.request_id!r} offers no options: omit option_id")
+    kind = offered.get(option_id)
+    if kind is None:
+        ids = ", ".join(str(i) for i in offered)
+        raise InvalidPayload(f"request {ask.request_id!r} has no option {option_id!r} ({ids})")
+    if kind.startswith("allow") != allow:
+        behavior = "allow" if allow else "deny"
+        raise InvalidPayload(f"option {option_id!r} is {kind!r}, which is not {behavior!r}")
 
 
 def _no_payload(answer: Callable[[], BaseModel | dict[str, Any]]) -> Handler:

@@ -22,6 +22,7 @@ from agenthost.agents.base import (
     Adapter,
     AdapterEvent,
     Chat,
+    ClientCall,
     ErrorNote,
     InfoUpdate,
     Output,
@@ -60,6 +61,9 @@ HISTORY_PIECE: Final = 256 << 10
 Writer = Callable[[bytes], None]
 """``write(data)``: queue bytes for the agent's stdin (must not raise)."""
 
+Caller = Callable[[ClientCall], None]
+"""``call(request)``: start what the agent asked of its client (must not raise)."""
+
 
 class AgentStream:
     """The numbered events of one agent and the state they imply."""
@@ -79,6 +83,8 @@ class AgentStream:
         self.agent_id = agent_id
         self.broadcast = broadcast
         self.write = write
+        self.call: Caller = _no_calls
+        """Where the adapter's :class:`ClientCall` events go (the host sets it)."""
         self.journal = journal
         self.journal_reader = JournalReader(journal.directory, journal) if journal else None
         self.epoch = uuid.uuid4().hex
@@ -227,6 +233,9 @@ class AgentStream:
         if type(ev) is Write:
             self.write(ev.data)
             return None
+        if type(ev) is ClientCall:
+            self.call(ev)
+            return None
         if type(ev) is ErrorNote:
             self.info["last_error"] = ev.message
             fields: dict[str, Any] = {"error": ev.message}
@@ -245,6 +254,8 @@ class AgentStream:
             }
             if ev.tool_use_id is not None:
                 request["tool_use_id"] = ev.tool_use_id
+            if ev.options:  # additive (1.2): the answers the agent offers
+                request["options"] = [dict(o) for o in ev.options]
             self.pending[ev.request_id] = (ev, request)
             log.info("permission.asked", request_id=ev.request_id, tool=ev.tool_name)
             return encoder.event(
@@ -330,6 +341,10 @@ class AgentStream:
         from agenthost.models import PermissionRequest
 
         return [PermissionRequest.model_validate(r) for _, r in self.pending.values()]
+
+
+def _no_calls(call: ClientCall) -> None:
+    log.warning("client_call.unhandled", method=call.method)
 
 
 def decode_line(raw: bytes) -> tuple[str, bool]:
