@@ -318,11 +318,14 @@ class AsyncClient(ServiceClient[StreamEvent]):
         *,
         message: str | None = None,
         updated_input: dict[str, Any] | None = None,
+        option_id: str | None = None,
     ) -> RespondResponse:
         """Answer a pending permission request (protocol 1.1).
 
         ``behavior`` is ``"allow"`` or ``"deny"``; ``updated_input`` (allow only)
-        replaces the tool's input; ``message`` is the reason the agent is told (deny).
+        replaces the tool's input; ``message`` is the reason the agent is told (deny);
+        ``option_id`` (protocol 1.2) picks one of the request's ``options`` (e.g. an ACP
+        agent's "allow always"), of a kind that agrees with ``behavior``.
         Return a RespondResponse (``request_id``, ``behavior``). Raise UnknownRequest if
         it is not pending (answered, withdrawn), InvalidPayload for a bad argument,
         UnknownType from a 1.0 host.
@@ -332,6 +335,8 @@ class AsyncClient(ServiceClient[StreamEvent]):
             payload["message"] = message
         if updated_input is not None:
             payload["updated_input"] = updated_input
+        if option_id is not None:
+            payload["option_id"] = option_id
         return await self._typed(RespondResponse, MessageType.RESPOND, payload=payload)
 
     def follow(
@@ -665,9 +670,16 @@ class Client:
         *,
         message: str | None = None,
         updated_input: dict[str, Any] | None = None,
+        option_id: str | None = None,
     ) -> RespondResponse:
         return self._run(
-            self._async.respond(request_id, behavior, message=message, updated_input=updated_input)
+            self._async.respond(
+                request_id,
+                behavior,
+                message=message,
+                updated_input=updated_input,
+                option_id=option_id,
+            )
         )
 
     def attach(self, offset: int = 0) -> SyncSubscription:

@@ -115,6 +115,17 @@ class ClientCall:
     params: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class CallFailed:
+    """Why the host could not do a :class:`ClientCall`."""
+
+    message: str
+    not_found: bool = False
+    """The file or terminal does not exist (ACP answers it with its own error code)."""
+    bad_params: bool = False
+    """The call's parameters were wrong (not the world): e.g. a relative path."""
+
+
 AdapterEvent = (
     Output
     | Chat
@@ -267,8 +278,8 @@ class Adapter:
         raise ConfigError(f"the {self.kind} agent does not ask for permissions")
 
     def call_done(
-        self, call_id: str, result: dict[str, Any] | None, error: str | None
+        self, call_id: str, result: dict[str, Any] | None, error: CallFailed | None
     ) -> list[AdapterEvent]:
         """Events once the host performed a :class:`ClientCall` of this adapter: its
-        ``result``, or the ``error`` text when it failed (e.g. the answer to write)."""
+        ``result``, or why it failed (e.g. the answer to write)."""
         return []

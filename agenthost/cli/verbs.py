@@ -256,6 +256,14 @@ def pending(agent_id: str, home: Path | None, as_json: bool) -> None:
     metavar="JSON",
     help="Replace the tool's input with this JSON object (allow).",
 )
+@click.option(
+    "--option",
+    "option_id",
+    default=None,
+    metavar="OPTION_ID",
+    help="Pick one of the answers the agent offers (an ACP agent's options, shown by "
+    "`agenthost pending --json`), e.g. its 'allow always'.",
+)
 @home_option
 @json_option
 @handle_errors
@@ -265,6 +273,7 @@ def respond(
     behavior: str,
     message: str | None,
     updated_input: str | None,
+    option_id: str | None,
     home: Path | None,
     as_json: bool,
 ) -> None:
@@ -288,6 +297,7 @@ def respond(
             "allow" if behavior == "allow" else "deny",
             message=message,
             updated_input=new_input,
+            option_id=option_id,
         )
     if as_json:
         print_json({"ok": True, **result.model_dump(mode="json")})
