@@ -87,6 +87,8 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
             return style.red("✗ " + text)
         if extra.get("interrupted") is True:
             return style.yellow("⏹ " + text)
+        if extra.get("thought") is True:  # an ACP agent's reasoning, not its answer
+            return style.dim("✻ " + text)
         aborted = extra.get("aborted") is True
         return style.dim(text + " (interrupted)") if aborted else text
     if entry.tool_result is not None:

@@ -118,6 +118,12 @@ def test_fold(text: str, expected: str) -> None:
     assert fold(text) == expected
 
 
+def test_a_thought_is_shown_apart_from_the_answer() -> None:
+    entry = HistoryEntry(timestamp=T0, role="assistant", content="Let me look.", thought=True)
+    assert render_entry(entry, PLAIN) == "✻ Let me look."
+    assert render_entry(entry, COLOR) != render_entry(entry, PLAIN)  # dimmed
+
+
 def test_empty_tool_result() -> None:
     entry = HistoryEntry(role="tool", tool_result="", timestamp=T0)
     assert render_entry(entry, PLAIN) == "  ⎿ (no output)"
