@@ -26,6 +26,13 @@ class CliPackage:
 PACKAGES = {
     "claude": CliPackage("@anthropic-ai/claude-code", "2.1.330", "claude"),
     "codex": CliPackage("@openai/codex", "0.169.0", "codex"),
+    # ACP agents (issue 16): Claude Code and Codex through their ACP adapters, and
+    # Gemini CLI, which speaks ACP itself (`gemini --acp`).
+    "claude-acp": CliPackage(
+        "@agentclientprotocol/claude-agent-acp", "0.101.0", "claude-agent-acp"
+    ),
+    "codex-acp": CliPackage("@agentclientprotocol/codex-acp", "2.6.0", "codex-acp"),
+    "gemini": CliPackage("@google/gemini-cli", "0.61.0", "gemini"),
 }
 
 
