@@ -34,6 +34,7 @@ from agenthost.agentenv import AGENT_ENV_VAR
 from agenthost.agents import AdapterOptions, make_adapter
 from agenthost.agents.base import (
     AdapterEvent,
+    CallFailed,
     Chat,
     Deferred,
     ErrorNote,
@@ -73,6 +74,9 @@ from agenthost.timefmt import go_duration, rfc3339, short_duration
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+    from agenthost.agents.base import ClientCall
+    from agenthost.host.clientcalls import ClientCalls
 
     # The models are imported where they are built: a host answers pings and reports
     # its events without them (agenthost.protocol says why).
@@ -215,6 +219,10 @@ class Host:
             max_queue=config.client_buffer,
         )
         self.stream.broadcast = self.server.broadcast
+        # client calls (ACP fs/*, terminal/*): the host does them, the adapter answers
+        self.calls: ClientCalls | None = None  # built by the first call
+        self._agent_env: dict[str, str] = {}
+        self.stream.call = self._client_call
         self.server.journal = self.stream.journal_reader
         self.process = AgentProcess(
             self._on_stdout, self._on_stderr, self._on_exit, self._on_stdin_error
@@ -291,6 +299,7 @@ class Host:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         env.update(self.adapter.environment())
         env.update(self.config.env)
+        self._agent_env = env  # terminals the agent starts get its environment
         try:
             pid = self.process.start(self.argv, self.worktree, env)
         except SpawnError as exc:
@@ -316,6 +325,25 @@ class Host:
             self.process.write(data)
         else:  # the failure was reported when stdin broke
             log.warning("agent.stdin_closed", dropped=len(data))
+
+    def _client_call(self, call: ClientCall) -> None:
+        """Start a call of the agent to its client (see :mod:`agenthost.host.clientcalls`)."""
+        if self.calls is None:  # imported here: only ACP agents make calls
+            from agenthost.host.clientcalls import ClientCalls
+
+            self.calls = ClientCalls(self.worktree, self._call_done, self._agent_env)
+        self.calls.start(call)
+
+    def _call_done(
+        self, call_id: str, result: dict[str, Any] | None, failure: CallFailed | None
+    ) -> None:
+        """A client call ended: the adapter answers the agent (through its stdin)."""
+        try:
+            events = self.adapter.call_done(call_id, result, failure)
+        except Exception as exc:  # an adapter bug must not lose the answer silently
+            log.exception("adapter.call_done_failed", call_id=call_id)
+            events = [ErrorNote(f"{self.adapter.kind} adapter failed: {exc!r}")]
+        self.stream.publish(events)
 
     def _leave_starting(self) -> None:
         # Output can arrive before the spawn call returned: the state event that says
@@ -365,6 +393,8 @@ class Host:
         if self.process.running:
             await self.process.stop(self.config.stop_timeout, force=False)
         await self.server.close()
+        if self.calls is not None:  # no terminal of the agent outlives its host
+            await self.calls.aclose()
         await self.process.aclose()
         for task in list(self._tasks):
             task.cancel()
@@ -471,6 +501,8 @@ class Host:
             events.append(ErrorNote(_exit_note(status)))
         events.append(StateChange(AgentState.DONE if status.success else AgentState.ERROR))
         self.stream.publish(events)
+        if self.calls is not None:  # its terminals die with it
+            self._spawn(self.calls.aclose())
         self._write_lock_info()
         self._start_linger()
 
