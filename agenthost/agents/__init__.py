@@ -12,6 +12,7 @@ from agenthost.agents.base import Adapter, AdapterOptions
 from agenthost.errors import ConfigError
 
 _MODULES: dict[str, tuple[str, str]] = {
+    "acp": ("agenthost.agents.acp", "AcpAdapter"),
     "claude": ("agenthost.agents.claude", "ClaudeAdapter"),
     "codex": ("agenthost.agents.codex", "CodexAdapter"),
     "demo": ("agenthost.agents.demo", "DemoAdapter"),
