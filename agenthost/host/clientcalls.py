@@ -332,8 +332,7 @@ def _read_text(path: str) -> str:
         raise _refusal(path, exc) from exc
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CallRefused(f"not a regular file: {clip(path)}")
+        _require_file(path, info.st_mode)
         if info.st_size > MAX_READ_BYTES:
             raise CallRefused(_too_big(path, info.st_size))
         chunks: list[bytes] = []
@@ -353,6 +352,13 @@ def _read_text(path: str) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+def _require_file(path: str, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise CallRefused(f"is a directory: {clip(path)}")
+    if not stat.S_ISREG(mode):
+        raise CallRefused(f"not a regular file: {clip(path)}")
+
+
 def _too_big(path: str, size: int) -> str:
     return (
         f"{clip(path)} is too big to read whole ({size} bytes, at most {MAX_READ_BYTES}): "
@@ -370,8 +376,7 @@ def _write_atomic(path: str, data: bytes, confinement: Confinement) -> None:
     except OSError as exc:
         raise _refusal(path, exc) from exc
     else:
-        if not stat.S_ISREG(info.st_mode):
-            raise CallRefused(f"not a regular file: {clip(path)}")
+        _require_file(path, info.st_mode)
         mode = stat.S_IMODE(info.st_mode)
     parent = os.path.dirname(path)
     if not confinement.contains(parent):  # the root itself cannot be written as a file
