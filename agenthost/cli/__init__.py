@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("agenthost.cli.daemon", "run"),
     "forget": ("agenthost.cli.daemon", "forget"),
     "schema": ("agenthost.cli.schema", "schema"),
+    "acp": ("agenthost.cli.acp", "acp"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 
