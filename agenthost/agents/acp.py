@@ -138,7 +138,7 @@ class AcpAdapter(Adapter):
     def send(self, text: str) -> list[AdapterEvent]:
         """Prompt with ``text``, or hold it until the session is ready and idle."""
         if self._phase == "ready" and self._turn is None and not self._held:
-            return [StateChange(AgentState.RUNNING), self._prompt(text)]
+            return [StateChange(AgentState.RUNNING), *self._prompt(text)]
         self._held.append(text)
         events: list[AdapterEvent] = [StateChange(AgentState.RUNNING)]
         if self._phase == "failed":  # try the step that failed again
@@ -390,13 +390,14 @@ class AcpAdapter(Adapter):
 
     # --- turns -------------------------------------------------------------------------
 
-    def _prompt(self, text: str) -> Write:
+    def _prompt(self, text: str) -> list[AdapterEvent]:
+        """The ``session/prompt`` of ``text``, after what the agent said before it."""
         # a lone surrogate would make the whole line unreadable to the agent
         text = text.encode("utf-8", "replace").decode()
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
         self._turn, write = self._request(schema.SESSION_PROMPT, params)
         self._replaying = False
-        return write
+        return [*self.updates.flush(), write]
 
     def _next_turn(self) -> list[AdapterEvent]:
         if self._turn is not None or self._phase != "ready":
@@ -407,7 +408,7 @@ class AcpAdapter(Adapter):
             self._held.popleft()
             events += [*turn_interrupted(), TurnResult(self._result(schema.CANCELLED))]
         if self._held:
-            return [*events, self._prompt(self._held.popleft())]
+            return [*events, *self._prompt(self._held.popleft())]
         return [*events, StateChange(AgentState.IDLE)]
 
     def _result(self, reason: str) -> dict[str, Any]:

@@ -332,6 +332,8 @@ class SessionUpdates:
             current = None
         if current is None:
             current = self._message = _Message(thought, message_id)
+        elif current.message_id is None:
+            current.message_id = message_id
         if text:
             current.parts.append(text)
             current.size += len(text)
