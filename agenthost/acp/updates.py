@@ -132,7 +132,10 @@ class UpdateMapper:
             status = extra.get("status")
             update["status"] = status if status in schema.TOOL_STATUSES else "pending"
         else:
-            update["status"] = "failed" if entry.is_error else "completed"
+            status = extra.get("status")
+            if status not in ("completed", "failed"):
+                status = "failed" if entry.is_error else "completed"
+            update["status"] = status
             content = {"type": "content", "content": text_block(entry.tool_result)}
             update["content"] = [content]
             if "raw_output" in extra:
