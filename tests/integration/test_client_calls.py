@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,7 +23,8 @@ from agenthost.host import clientcalls
 from agenthost.host.clientcalls import ClientCalls
 from agenthost.host.confine import MAX_READ_BYTES
 
-from hosttools import pid_gone, wait_until
+from conftest import HostFactory
+from hosttools import PY, HostProc, pid_gone, wait_for, wait_until
 
 DEADLINE = 30.0
 
@@ -409,3 +411,69 @@ async def test_a_failing_done_callback_does_not_stop_other_calls(tmp_path: Path)
     calls.start(ClientCall("good", "no/such", {}))
     await wait_until(lambda: len(answers) == 2, "both answers")
     await calls.aclose()
+
+
+# --- through a real host and the scripted ACP agent -------------------------------------------
+
+ACP_AGENT = Path(__file__).resolve().parent.parent / "fixtures" / "acp_agent.py"
+
+
+def assistant_texts(host: HostProc) -> list[str]:
+    with host.client() as client:
+        entries = client.history().entries
+    return [e.content or "" for e in entries if e.role == "assistant"]
+
+
+def said(host: HostProc, needle: str) -> str:
+    """The assistant entry containing ``needle``, once there is one."""
+    return wait_for(
+        lambda: next((t for t in assistant_texts(host) if needle in t), ""),
+        what=f"an assistant entry with {needle!r}",
+    )
+
+
+def test_an_acp_agent_reads_writes_and_runs_through_its_host(
+    home: Path, host_factory: HostFactory
+) -> None:
+    worktree = home / "wt"
+    worktree.mkdir()
+    (worktree / "hello.txt").write_text("hello from the worktree\n")
+    outside = home / "secret.txt"
+    outside.write_text("not for the agent")
+    host = host_factory(
+        "acp1", "--agent", "acp", "--cwd", str(worktree), command=[PY, str(ACP_AGENT)]
+    )
+    host.wait_state("idle")
+
+    def turn(text: str, needle: str) -> str:
+        with host.client() as client:
+            client.send(text)
+        return said(host, needle)
+
+    assert "hello from the worktree" in turn(f"/read {worktree}/hello.txt", "read: ")
+    refused = turn(f"/read {outside}", "read failed")
+    assert "outside the agent's working directory" in refused
+    assert "not for the agent" not in "".join(assistant_texts(host))
+    turn(f"/write {worktree}/out/new.txt written by the agent", "wrote ")
+    assert (worktree / "out" / "new.txt").read_text() == "written by the agent"
+    ran = turn("/run echo run-ok; echo run-err >&2; pwd; exit 4", "exit 4")
+    assert f"run-ok\nrun-err\n{worktree}" in ran  # merged output, run in the worktree
+
+
+def test_the_agents_terminals_end_with_the_agent(home: Path, host_factory: HostFactory) -> None:
+    worktree = home / "wt"
+    worktree.mkdir()
+    host = host_factory(
+        "acp2", "--agent", "acp", "--cwd", str(worktree), command=[PY, str(ACP_AGENT)]
+    )
+    host.wait_state("idle")
+    pid_file = worktree / "t.pid"
+    with host.client() as client:
+        # the agent waits for this terminal's exit: it still runs when the agent dies
+        client.send("/run echo $$ > t.pid.new && mv t.pid.new t.pid; exec sleep 1000")
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), what="the pid"))
+    assert psutil.Process(pid).name() == "sleep"
+    os.kill(host.agent()["pid"], signal.SIGKILL)
+    host.wait_state("error")
+    wait_for(lambda: pid_gone(pid), what="the terminal's process to be gone")
+    assert host.alive()  # the host killed it, not the watchdog of a host that exited
