@@ -17,6 +17,8 @@ from typing import Any
 import psutil
 import pytest
 import pytest_asyncio
+from acp import schema as acp_schema
+from pydantic import BaseModel
 
 from agenthost.agents.base import CallFailed, ClientCall
 from agenthost.host import clientcalls
@@ -411,6 +413,54 @@ async def test_a_failing_done_callback_does_not_stop_other_calls(tmp_path: Path)
     calls.start(ClientCall("good", "no/such", {}))
     await wait_until(lambda: len(answers) == 2, "both answers")
     await calls.aclose()
+
+
+def sdk_params(model: BaseModel) -> dict[str, Any]:
+    """A request's params as the official SDK puts them on the wire."""
+    params: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return params
+
+
+def sdk_roundtrip(model: type[BaseModel], result: dict[str, Any]) -> None:
+    """``result`` is what the SDK's ``model`` reads, field for field."""
+    parsed = model.model_validate(result)
+    assert parsed.model_dump(mode="json", by_alias=True, exclude_unset=True) == result
+
+
+@pytest.mark.asyncio
+async def test_requests_and_answers_in_the_sdks_shapes(calls: Calls) -> None:
+    path = str(calls.root / "sdk.txt")
+    write = acp_schema.WriteTextFileRequest(session_id="s", path=path, content="a\nb\n")
+    result, _ = await calls.outcome(calls.start("fs/write_text_file", sdk_params(write)))
+    sdk_roundtrip(acp_schema.WriteTextFileResponse, result)
+    read = acp_schema.ReadTextFileRequest(session_id="s", path=path, line=2, limit=1)
+    result, _ = await calls.outcome(calls.start("fs/read_text_file", sdk_params(read)))
+    sdk_roundtrip(acp_schema.ReadTextFileResponse, result)
+    assert result == {"content": "b\n"}
+    create = acp_schema.CreateTerminalRequest(
+        session_id="s",
+        command="/bin/sh",
+        args=["-c", 'echo "$X"; exit 2'],
+        env=[acp_schema.EnvVariable(name="X", value="from the SDK")],
+        cwd=str(calls.root),
+        output_byte_limit=1000,
+    )
+    result, _ = await calls.outcome(calls.start("terminal/create", sdk_params(create)))
+    sdk_roundtrip(acp_schema.CreateTerminalResponse, result)
+    ref = {"sessionId": "s", "terminalId": result["terminalId"]}
+    result, _ = await calls.outcome(calls.start("terminal/wait_for_exit", ref))
+    sdk_roundtrip(acp_schema.WaitForTerminalExitResponse, result)
+    result, _ = await calls.outcome(calls.start("terminal/output", ref))
+    sdk_roundtrip(acp_schema.TerminalOutputResponse, result)
+    output = acp_schema.TerminalOutputResponse.model_validate(result)
+    assert output.output == "from the SDK\n" and output.exit_status is not None
+    assert output.exit_status.exit_code == 2 and output.exit_status.signal is None
+    for method, model in (
+        ("terminal/kill", acp_schema.KillTerminalResponse),
+        ("terminal/release", acp_schema.ReleaseTerminalResponse),
+    ):
+        result, _ = await calls.outcome(calls.start(method, ref))
+        sdk_roundtrip(model, result)
 
 
 # --- through a real host and the scripted ACP agent -------------------------------------------
