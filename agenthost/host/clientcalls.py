@@ -124,8 +124,9 @@ class ClientCalls:
         try:
             if method is None:
                 raise CallRefused(f"{clip(call.method)} is not supported by this client")
-            params = call.params if isinstance(call.params, dict) else {}
-            result = await method(params)
+            if not isinstance(call.params, dict):
+                raise CallRefused("params must be an object", bad_params=True)
+            result = await method(call.params)
         except CallRefused as exc:
             failure = exc.failure()
             log.info("client_call.refused", method=clip(call.method), reason=exc.message)

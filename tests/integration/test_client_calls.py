@@ -522,7 +522,7 @@ def test_the_agents_terminals_end_with_the_agent(home: Path, host_factory: HostF
         # the agent waits for this terminal's exit: it still runs when the agent dies
         client.send("/run echo $$ > t.pid.new && mv t.pid.new t.pid; exec sleep 1000")
     pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), what="the pid"))
-    assert psutil.Process(pid).name() == "sleep"
+    wait_for(lambda: psutil.Process(pid).name() == "sleep", what="the shell to exec sleep")
     os.kill(host.agent()["pid"], signal.SIGKILL)
     host.wait_state("error")
     wait_for(lambda: pid_gone(pid), what="the terminal's process to be gone")
