@@ -48,6 +48,10 @@ from acp.schema import (
 from claude_env import ClaudeDirs, claude_env
 from clis import ensure_cli
 from codex_env import config_toml
+from fakes import anthropic, gemini, openai
+from fakes.anthropic import FakeAnthropic
+from fakes.gemini import FakeGemini
+from fakes.openai import FakeOpenAI
 
 JsonDict = dict[str, Any]
 
@@ -199,11 +203,14 @@ def agent_command(
 
 __all__ = [
     "AGENTS",
+    "KITS",
     "AcpAgent",
     "AgentDirs",
+    "AgentKit",
     "PermissionAsk",
     "agent_command",
     "agent_dirs",
+    "faketime_prefix",
 ]
 
 
@@ -504,3 +511,76 @@ class AcpAgent:
     def transcript(self) -> str:
         """The exchange as JSON lines (for a failing test's message)."""
         return "\n".join(f"{d} {json.dumps(m)[:400]}" for d, m in self.messages)
+
+
+# --------------------------------------------------------------------------- per agent
+
+
+@dataclass(frozen=True)
+class AgentKit:
+    """What differs between the three agents for a test: their fake API and its scripts,
+    and the session mode in which they ask before running a shell command.
+
+    Each script method returns the reply object of that agent's fake; :meth:`fake`
+    builds the server (a context manager with ``url`` and ``requests``).
+    """
+
+    name: str
+    ask_mode: str
+    """A mode that asks permission before a shell command (Claude starts in ``auto``,
+    which decides by itself; Codex starts in ``agent``, which asks only for unsafe
+    actions; Gemini starts in ``default``, which asks)."""
+
+    def fake(self, *replies: Any, default: Any = None) -> Any:
+        """The fake model API, playing ``replies`` in order, then ``default``."""
+        if self.name == "claude":
+            return FakeAnthropic(replies, default_turn=default)
+        if self.name == "codex":
+            return FakeOpenAI(replies, default=default)
+        return FakeGemini(replies, default=default)
+
+    def text(self, message: str) -> Any:
+        """A reply with ``message`` in a few stream chunks."""
+        return {"claude": anthropic.text, "codex": openai.text, "gemini": gemini.text}[self.name](
+            message
+        )
+
+    def slow(self, message: str) -> Any:
+        """A reply streaming ``message`` slowly (about 5 chunks a second)."""
+        if self.name == "claude":
+            return anthropic.slow_text(message, delay=0.2, chunk_size=5)
+        if self.name == "codex":
+            return openai.slow_text(message, chunks=len(message) // 5, delay=0.2)
+        return gemini.slow_text(message, chunks=len(message) // 5, delay=0.2)
+
+    def shell(self, command: str) -> Any:
+        """A reply asking to run ``command`` with the agent's shell tool."""
+        if self.name == "claude":
+            return anthropic.tool_use("Bash", {"command": command, "description": "Run it"})
+        if self.name == "codex":
+            # Codex asks in workspace-write only for a command that wants to leave the
+            # sandbox.
+            escalate = {"sandbox_permissions": "require_escalated", "justification": "test"}
+            return openai.shell(command, extra=escalate)
+        return gemini.function_call("run_shell_command", {"command": command})
+
+    def api_error(self) -> Any:
+        """A reply that fails with an HTTP error the agent does not retry."""
+        if self.name == "claude":
+            return anthropic.error(500, "fake boom")
+        if self.name == "codex":
+            return openai.error(500)
+        return gemini.error(400, "fake boom")  # Gemini CLI retries a 500 by itself
+
+
+KITS = {
+    "claude": AgentKit("claude", ask_mode="default"),
+    "codex": AgentKit("codex", ask_mode="workspace-write"),
+    "gemini": AgentKit("gemini", ask_mode="default"),
+}
+
+
+def faketime_prefix(offset: str) -> list[str]:
+    """``faketime -f OFFSET`` (e.g. ``+2m``) when libfaketime is installed, else []."""
+    binary = shutil.which("faketime")
+    return [binary, "-f", offset] if binary else []
