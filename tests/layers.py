@@ -40,6 +40,12 @@ SANS_IO = (
     "agenthost.agents.lines",
     "agenthost.acp.jsonrpc",
     "agenthost.acp.schema",
+    "agenthost.host.confine",
+    "agenthost.acp.params",
+    "agenthost.acp.updates",
+    "agenthost.acp.bridge",
+    "agenthost.agents.acp",
+    "agenthost.agents.acpupdates",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
@@ -66,6 +72,13 @@ def rules() -> Iterator[Rule]:
             "the host and the daemon never import each other",
             f"agenthost.{a}",
             f"agenthost.{b}",
+            True,
+        )
+    for service in ("host", "daemon"):
+        yield Rule(
+            "the ACP editor bridge is a client of hosts: it imports neither host nor daemon",
+            "agenthost.acp",
+            f"agenthost.{service}",
             True,
         )
     for service in ("host", "daemon", "client", "cli", "follow"):
