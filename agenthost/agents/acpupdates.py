@@ -14,7 +14,8 @@ editor bridge maps these entries back to ACP, so their shapes are a contract:
   input, it runs, it ended, or the agent asks permission for it): Claude's adapter
   announces a call with an empty ``rawInput`` and sends the input in an update.
 - ``tool_call_update`` with status ``completed``/``failed``: ``{"role": "tool",
-  "tool_name", "tool_use_id", "tool_result", "is_error", "status"}``.
+  "tool_name", "tool_use_id", "tool_result", "is_error", "status"}``. An update of a
+  call never announced (or forgotten: 1000 are kept) announces it.
 - ``plan``: ``{"role": "assistant", "content": checklist, "plan": entries}``.
 - ``available_commands_update``, ``current_mode_update``, ``usage_update``,
   ``session_info_update`` (and ``plan``): AgentInfo fields only.
@@ -256,10 +257,8 @@ class SessionUpdates:
         kind = update.get("sessionUpdate")
         if kind in (schema.AGENT_MESSAGE_CHUNK, schema.AGENT_THOUGHT_CHUNK):
             return self._chunk(update, kind == schema.AGENT_THOUGHT_CHUNK) if record else []
-        if kind == schema.TOOL_CALL:
-            return self._tool_call(update, new=True) if record else []
-        if kind == schema.TOOL_CALL_UPDATE:
-            return self._tool_call(update, new=False) if record else []
+        if kind in (schema.TOOL_CALL, schema.TOOL_CALL_UPDATE):
+            return self._tool_call(update) if record else []
         if kind == schema.PLAN:
             return self._plan(update, record)
         if kind == schema.CURRENT_MODE_UPDATE:
@@ -341,19 +340,12 @@ class SessionUpdates:
 
     # --- tool calls ----------------------------------------------------------------
 
-    def _tool_call(self, update: dict[str, Any], new: bool) -> list[AdapterEvent]:
+    def _tool_call(self, update: dict[str, Any]) -> list[AdapterEvent]:
         tool_id = update.get("toolCallId")
         if not isinstance(tool_id, str) or not tool_id:
             return [ErrorNote(f"agent sent a {update.get('sessionUpdate')} without a toolCallId")]
         call = self.tools.get(tool_id)
-        if call is None:
-            if not new:  # its tool_call came before we listened, or never: note it once
-                call = ToolCall(tool_id)
-                call.merge(update)
-                remember(self.tools, tool_id, call)
-                if call.status not in FINAL_STATUSES:
-                    return []
-                return [*self.flush(), *self._end(call, update)]
+        if call is None:  # an update of a call never announced announces it
             call = ToolCall(tool_id)
             remember(self.tools, tool_id, call)
         call.merge(update)

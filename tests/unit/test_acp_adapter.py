@@ -721,15 +721,21 @@ def test_tool_names_and_summaries(call: Msg, name: str, summary: str, tool_input
     assert (start["tool_name"], start["tool_input"], start["input"]) == (name, summary, tool_input)
 
 
-def test_an_update_of_a_call_never_announced() -> None:
+def test_an_update_of_a_call_never_announced_announces_it() -> None:
     peer = ready()
     peer.send("go")
-    events = peer.update(sessionUpdate="tool_call_update", toolCallId="ghost", status="in_progress")
+    events = peer.update(sessionUpdate="tool_call_update", toolCallId="ghost", status="pending")
     assert events == []
     events = peer.update(
         sessionUpdate="tool_call_update", toolCallId="ghost2", status="completed", title="x"
     )
-    assert [e.get("tool_result") for e in entries(events)] == [""]
+    start, end = entries(events)
+    assert (start["tool_name"], start["tool_use_id"], "tool_result" in start) == (
+        "x",
+        "ghost2",
+        False,
+    )
+    assert (end["tool_result"], end["tool_use_id"]) == ("", "ghost2")
     for bad in (None, 5, ""):
         events = peer.update(sessionUpdate="tool_call_update", toolCallId=bad)
         assert errors(events) == ["agent sent a tool_call_update without a toolCallId"]
