@@ -15,7 +15,9 @@ import pytest
 from conftest import HostFactory
 from hosttools import PY, HostProc, RawConn, wait_for
 
-ACP_AGENT = Path(__file__).resolve().parent.parent / "fixtures" / "acp_agent.py"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+ACP_AGENT = FIXTURES / "acp_agent.py"
+SDK_AGENT = FIXTURES / "acp_sdk_agent.py"  # the official SDK's agent side
 Event = dict[str, Any]
 
 
@@ -352,3 +354,79 @@ def test_authentication(home: Path, host_factory: HostFactory) -> None:
     host = host_factory("auth", *args, "--agent-opt", "auth=key", command=command)
     host.wait_state("idle")
     assert host.agent()["session_id"].startswith("sess-")
+
+
+# --- an agent built on the official ACP SDK: our messages checked by its models ---------
+
+
+def sdk_host(host_factory: HostFactory, home: Path, *args: str) -> tuple[HostProc, Path]:
+    worktree = home / "wt"
+    worktree.mkdir()
+    command = [PY, "-u", str(SDK_AGENT)]
+    host = host_factory("sdk", "--agent", "acp", "--cwd", str(worktree), *args, command=command)
+    host.wait_state("idle")
+    return host, worktree
+
+
+def test_an_sdk_agent_text_turn_mode_and_file_read(home: Path, host_factory: HostFactory) -> None:
+    host, worktree = sdk_host(host_factory, home, "--agent-opt", "mode=ask")
+    agent = host.agent()
+    assert (agent["session_id"], agent["agent_name"]) == ("sdk-session", "sdk-agent")
+    assert agent["modes"] == {"current": "ask", "available": ["default", "ask"]}
+    events = turn(host, "hello")
+    (said,) = [e["content"] for e in chat(events)]
+    assert said == "caps: fs.read=True fs.write=True terminal=True" + "echo: hello"
+    assert events[-1]["result"]["usage"] == {
+        "input_tokens": 3,
+        "output_tokens": 4,
+        "thought_tokens": 1,
+        "total_tokens": 7,
+    }
+    (worktree / "f.txt").write_text("from the worktree")
+    assert chat(turn(host, f"/read {worktree}/f.txt"))[0]["content"] == "read: from the worktree"
+    assert not [e for e in history(host) if e.get("is_error")]
+
+
+@pytest.mark.parametrize(
+    ("behavior", "option", "picked", "result"),
+    [
+        ("allow", None, "ok", ("{wt}/notes.txt: +1 -0", False)),
+        ("allow", "ok-all", "ok-all", ("{wt}/notes.txt: +1 -0", False)),
+        ("deny", None, "no", ("the user said no", True)),
+    ],
+)
+def test_an_sdk_agent_permission_round_trip(
+    home: Path,
+    host_factory: HostFactory,
+    behavior: str,
+    option: str | None,
+    picked: str,
+    result: tuple[str, bool],
+) -> None:
+    host, worktree = sdk_host(host_factory, home)
+    with attached(host) as conn:
+        conn.request("host.send", {"input": "/ask"})
+        events = events_until(conn, lambda e: e["type"] == "permission_request")
+        request = events[-1]["request"]
+        assert (request["tool_name"], request["tool_use_id"]) == ("Edit notes.txt", "edit-1")
+        assert request["tool_input"] == f"{worktree}/notes.txt"
+        answer: dict[str, Any] = {"request_id": request["request_id"], "behavior": behavior}
+        if option:
+            answer["option_id"] = option
+        assert conn.request("host.respond", answer)["success"]
+        events = events_until(conn, is_result)
+    tool_results = [(e["tool_result"], e["is_error"]) for e in chat(events) if "tool_result" in e]
+    assert tool_results == [(result[0].format(wt=worktree), result[1])]
+    assert chat(events)[-1]["content"] == f"outcome: {picked}"
+
+
+def test_an_sdk_agent_cancelled(home: Path, host_factory: HostFactory) -> None:
+    host, _ = sdk_host(host_factory, home)
+    with attached(host) as conn:
+        conn.request("host.send", {"input": "/slow"})
+        events_until(conn, lambda e: e["type"] == "output" and "waiting" in e["data"])
+        conn.request("host.interrupt")
+        events = events_until(conn, is_result)
+    assert events[-1]["result"]["stop_reason"] == "cancelled"
+    assert [e.get("aborted") for e in chat(events)][:1] == [True]
+    assert host.wait_state("idle")["pid"] > 0
