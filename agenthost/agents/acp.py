@@ -210,7 +210,7 @@ class AcpAdapter(Adapter):
         return [Output(chunk, continued=continued)]
 
     def parse_line(self, line: str) -> list[AdapterEvent]:
-        events: list[AdapterEvent] = [Output(line)]
+        events: list[AdapterEvent] = [Output(line), *self._decided_withdrawn()]
         if self._fragment_bytes:  # the end of a line too long to parse
             size, self._fragment_bytes = self._fragment_bytes + len(line), 0
             note = f"agent printed a line of about {size} characters, more than the"
@@ -426,14 +426,9 @@ class AcpAdapter(Adapter):
         cancelled = self._cancelled
         self._turn, self._cancelled = None, False
         events: list[AdapterEvent] = self.updates.flush(aborted=cancelled)
-        # what the interrupt withdrew, and questions of a turn that is over
-        events += [
-            PermissionDecided(r, "cancelled", "the turn was cancelled") for r in self._withdrawn
-        ]
-        for request_id, ask in self._asks.items():
+        for request_id, ask in self._asks.items():  # questions of a turn that is over
             events += [Write(jsonrpc.result(ask.native["rpc_id"], _CANCELLED))]
             events += [PermissionDecided(request_id, "cancelled", "the turn ended")]
-        self._withdrawn.clear()
         self._asks.clear()
         self._turns += 1
         if msg.error is not None:
@@ -461,6 +456,18 @@ class AcpAdapter(Adapter):
                 events += turn_failed(f"the turn ended with stop reason {clip(reason, 80)}")
             events.append(TurnResult(result))
         return [*events, InfoUpdate({"turns": self._turns}), *self._next_turn()]
+
+    def _decided_withdrawn(self) -> list[AdapterEvent]:
+        """The questions an interrupt answered ``cancelled``, reported with the agent's
+        next line (an interrupt returns bytes, not events)."""
+        if not self._withdrawn:
+            return []
+        why = "the turn was cancelled"
+        decided: list[AdapterEvent] = [
+            PermissionDecided(r, "cancelled", why) for r in self._withdrawn
+        ]
+        self._withdrawn.clear()
+        return decided
 
     # --- what the agent sends ----------------------------------------------------------
 
