@@ -414,3 +414,44 @@ async def test_garbage_from_the_editor_is_answered_and_the_bridge_goes_on(
 
 async def _true(value: Any) -> Any:
     return value
+
+
+ACP_AGENT = Path(__file__).resolve().parent.parent / "fixtures" / "acp_agent.py"
+
+
+@pytest.mark.asyncio
+async def test_a_hosted_acp_agent_is_served_with_its_own_options_and_stop_reasons(
+    home: Path, host_factory: HostFactory
+) -> None:
+    worktree = home / "wt"
+    worktree.mkdir()
+    command = [PY, "-u", str(ACP_AGENT), "--state", str(home / "sessions")]
+    host = host_factory("inner", "--agent", "acp", "--cwd", str(worktree), command=command)
+    host.wait_state("idle")
+    async with AsyncClient("inner", home=home) as client, editor(home, "inner") as ed:
+        await ed.c.new_session(cwd=str(worktree))
+        start = (await client.history(1)).offset
+        planned = await ed.c.prompt(session_id="inner", prompt=[text_block("/plan")])
+        assert planned.stop_reason == "end_turn"
+        kinds = [k for _, k in ed.kinds_after(start)]
+        assert kinds == ["agent_thought_chunk", "plan", "agent_message_chunk"]
+        plan = [u["update"] for u in ed.updates() if u["update"]["sessionUpdate"] == "plan"]
+        assert [e["status"] for e in plan[0]["entries"]] == [
+            "completed",
+            "in_progress",
+            "pending",
+        ]
+        refused = await ed.c.prompt(session_id="inner", prompt=[text_block("/refuse")])
+        assert refused.stop_reason == "refusal"  # the agent's own stop reason
+        ed.answer = "allow-always"  # one of the agent's options, by its id
+        asked = await ed.c.prompt(session_id="inner", prompt=[text_block("/ask")])
+        assert asked.stop_reason == "end_turn"
+        options = ed.asked[0]["params"]["options"]
+        assert [(o["optionId"], o["kind"]) for o in options] == [
+            ("allow-once", "allow_once"),
+            ("allow-always", "allow_always"),
+            ("reject-once", "reject_once"),
+            ("reject-always", "reject_always"),
+        ]
+        results = [e.tool_result for e in await history(client) if e.tool_result]
+        assert results and "ran: touch asked.txt" in results[-1]
