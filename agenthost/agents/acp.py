@@ -242,34 +242,25 @@ class AcpAdapter(Adapter):
     def _step(self) -> Write:
         """The request of the handshake step in ``_phase``."""
         phase, opts = self._phase, self.options.params
-        cwd = self.options.worktree or os.getcwd()
         if phase == "initialize":
             client = {"name": "agenthost", "title": "agenthost", "version": __version__}
-            method, params = (
-                schema.INITIALIZE,
-                {
-                    "protocolVersion": schema.PROTOCOL_VERSION,
-                    "clientCapabilities": CLIENT_CAPABILITIES,
-                    "clientInfo": client,
-                },
-            )
-        elif phase == "authenticate":
-            method, params = schema.AUTHENTICATE, {"methodId": opts["auth"]}
-        elif phase == "mode":
-            method, params = (
-                schema.SESSION_SET_MODE,
-                {
-                    "sessionId": self.session_id,
-                    "modeId": opts["mode"],
-                },
-            )
-        elif phase in (schema.SESSION_RESUME, schema.SESSION_LOAD):
-            method, params = phase, {"sessionId": self.options.resume, "cwd": cwd, "mcpServers": []}
-            self.session_id = self.options.resume
+            params: dict[str, Any] = {
+                "protocolVersion": schema.PROTOCOL_VERSION,
+                "clientCapabilities": CLIENT_CAPABILITIES,
+                "clientInfo": client,
+            }
+            return self._request(schema.INITIALIZE, params)[1]
+        if phase == "authenticate":
+            return self._request(schema.AUTHENTICATE, {"methodId": opts["auth"]})[1]
+        if phase == "mode":
+            params = {"sessionId": self.session_id, "modeId": opts["mode"]}
+            return self._request(schema.SESSION_SET_MODE, params)[1]
+        params = {"cwd": self.options.worktree or os.getcwd(), "mcpServers": []}
+        if phase in (schema.SESSION_RESUME, schema.SESSION_LOAD):
+            self.session_id = self.options.resume  # its replay names it
             self._replaying = phase == schema.SESSION_LOAD
-        else:
-            method, params = schema.SESSION_NEW, {"cwd": cwd, "mcpServers": []}
-        return self._request(method, params)[1]
+            return self._request(phase, {"sessionId": self.session_id, **params})[1]
+        return self._request(schema.SESSION_NEW, params)[1]
 
     def _retry(self) -> list[AdapterEvent]:
         """The handshake again, from the step that failed."""
