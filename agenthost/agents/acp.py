@@ -479,23 +479,15 @@ class AcpAdapter(Adapter):
         method, params = msg.method, msg.params
         known = method == schema.REQUEST_PERMISSION or method in schema.CLIENT_CALLS
         if not known:  # unanswered, it would stall the agent for ever: refuse it at once
-            refusal = jsonrpc.error(
-                msg.id, jsonrpc.METHOD_NOT_FOUND, f"agenthost does not implement {method}"
-            )
-            note = ErrorNote(
-                f"the agent asked {clip(method, 80)}, which agenthost does not implement; refused"
-            )
-            return [Write(refusal), note]
+            note = f"the agent asked {clip(method, 80)}, which agenthost does not implement"
+            return _refuse(msg.id, jsonrpc.METHOD_NOT_FOUND, note + "; refused")
         sid = params.get("sessionId")
         if self.session_id is None or sid != self.session_id:
-            text = f"{method} for an unknown session ({clip(str(sid), 80)})"
-            return [
-                Write(jsonrpc.error(msg.id, jsonrpc.INVALID_PARAMS, text)),
-                ErrorNote(f"agent sent {text}"),
-            ]
+            text = f"agent sent {method} for an unknown session ({clip(str(sid), 80)})"
+            return _refuse(msg.id, jsonrpc.INVALID_PARAMS, text)
         if len(self._asks) + len(self._client_calls) >= OPEN_MAX:
             text = f"more than {OPEN_MAX} requests of the agent open at once: {method} refused"
-            return [Write(jsonrpc.error(msg.id, jsonrpc.INTERNAL_ERROR, text)), ErrorNote(text)]
+            return _refuse(msg.id, jsonrpc.INTERNAL_ERROR, text)
         if method == schema.REQUEST_PERMISSION:
             return self._permission(msg.id, params)
         self._call_ids += 1
@@ -506,15 +498,12 @@ class AcpAdapter(Adapter):
     def _permission(self, rpc_id: jsonrpc.RequestId, params: dict[str, Any]) -> list[AdapterEvent]:
         options = _options(params.get("options"))
         if not options:
-            text = "session/request_permission without a valid option"
-            return [
-                Write(jsonrpc.error(rpc_id, jsonrpc.INVALID_PARAMS, text)),
-                ErrorNote(f"agent sent {text}"),
-            ]
+            text = "agent sent session/request_permission without a valid option"
+            return _refuse(rpc_id, jsonrpc.INVALID_PARAMS, text)
         request_id = f"acp-{rpc_id}"
         if request_id in self._asks:  # the same id twice: the first one stays
             text = f"agent asked permission twice with id {rpc_id!r}"
-            return [Write(jsonrpc.error(rpc_id, jsonrpc.INVALID_REQUEST, text)), ErrorNote(text)]
+            return _refuse(rpc_id, jsonrpc.INVALID_REQUEST, text)
         call, events = self.updates.known_tool(obj(params.get("toolCall")))
         ask = PermissionAsk(
             request_id=request_id,
@@ -571,6 +560,11 @@ def _choose(options: tuple[dict[str, str], ...], allow: bool) -> str | None:
             if option["kind"] == kind:
                 return option["id"]
     return None
+
+
+def _refuse(rpc_id: jsonrpc.RequestId, code: int, text: str) -> list[AdapterEvent]:
+    """An error answer to a request of the agent (never leave it waiting), and a note."""
+    return [Write(jsonrpc.error(rpc_id, code, text)), ErrorNote(text)]
 
 
 def _invalid(msg: jsonrpc.Invalid) -> str:
