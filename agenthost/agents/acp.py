@@ -163,6 +163,10 @@ class AcpAdapter(Adapter):
         self._asks.clear()
         return data
 
+    def after_interrupt(self) -> list[AdapterEvent]:
+        """The requests the interrupt answered ``cancelled``, reported at once."""
+        return self._decided_withdrawn()
+
     def encode_permission_response(
         self,
         ask: PermissionAsk,

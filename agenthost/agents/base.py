@@ -262,6 +262,11 @@ class Adapter:
         (what Ctrl-C would do)."""
         return None
 
+    def after_interrupt(self) -> list[AdapterEvent]:
+        """Events right after the bytes of :meth:`encode_interrupt` were written, e.g.
+        the permission requests the interrupt answered ``cancelled``."""
+        return []
+
     def encode_permission_response(
         self,
         ask: PermissionAsk,

@@ -698,6 +698,7 @@ class Host:
             return InterruptResponse(sent=False, method="control")
         else:
             self._write_stdin(data)
+            self.stream.publish(self.adapter.after_interrupt())
             method = "control"
         log.info("agent.interrupt", method=method)
         return InterruptResponse(sent=True, method=method)

@@ -215,6 +215,8 @@ def test_cancel_answers_every_open_question(home: Path, host_factory: HostFactor
         conn.request("host.send", {"input": "/storm 3"})
         wait_for(lambda: host.agent()["pending_requests"] == 3, what="three questions")
         assert conn.request("host.interrupt")["success"]
+        # withdrawn with the interrupt itself, not when the agent next prints
+        assert conn.request("host.pending")["payload"]["requests"] == []
         events = events_until(conn, is_result)
     decided = [e["decision"]["behavior"] for e in events if e["type"] == "permission_response"]
     assert decided == ["cancelled"] * 3

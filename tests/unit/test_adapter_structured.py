@@ -11,6 +11,7 @@ from agenthost.agents import AGENT_KINDS, adapter_class, structured_output
 
 def test_the_adapters_say_whether_their_output_is_structured() -> None:
     assert {kind: structured_output(kind) for kind in AGENT_KINDS} == {
+        "acp": True,
         "claude": True,
         "codex": True,
         "demo": True,
