@@ -241,7 +241,12 @@ def pending(agent_id: str, home: Path | None, as_json: bool) -> None:
         click.echo("no pending requests", err=True)
         return
     rows = [[r.request_id, r.tool_name, r.tool_input] for r in requests]
-    click.echo(table(["request", "tool", "input"], rows))
+    headers = ["request", "tool", "input"]
+    if any(r.options for r in requests):  # an ACP agent's own answers: respond --option
+        headers.append("options")
+        for row, r in zip(rows, requests, strict=True):
+            row.append(" ".join(f"{o.id}({o.kind})" for o in r.options or []))
+    click.echo(table(headers, rows))
 
 
 @click.command()

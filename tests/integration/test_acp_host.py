@@ -6,6 +6,7 @@ The agent's prompt text chooses what it does (see the fixture's docstring); its
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,28 @@ def test_a_wrong_option_is_refused(home: Path, host_factory: HostFactory) -> Non
             assert not answer["success"] and answer["code"] == "invalid_payload"
         assert conn.request("host.respond", {"request_id": rid, "behavior": "allow"})["success"]
         events_until(conn, is_result)
+
+
+def test_the_cli_shows_the_options_and_picks_one(home: Path, host_factory: HostFactory) -> None:
+    host = acp_host(host_factory, home)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [PY, "-m", "agenthost", *args, "--home", str(host.home)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    with attached(host) as conn:
+        conn.request("host.send", {"input": "/ask"})
+        events = events_until(conn, lambda e: e["type"] == "permission_request")
+        rid = events[-1]["request"]["request_id"]
+        listed = cli("pending", "acp")
+        assert "allow-always(allow_always)" in listed.stdout, listed
+        wrong = cli("respond", "acp", rid, "deny", "--option", "allow-always")
+        assert wrong.returncode != 0 and "allow_always" in wrong.stderr
+        done = cli("respond", "acp", rid, "allow", "--option", "allow-always")
+        assert done.returncode == 0, done.stderr
+        events = events_until(conn, is_result)
+    picked = [e for e in events if e["type"] == "permission_response"]
+    assert picked[0]["decision"]["behavior"] == "allow"
 
 
 def test_cancel_mid_stream(home: Path, host_factory: HostFactory) -> None:
