@@ -79,10 +79,15 @@ class EditorBridge:
         self._out = await _Output.open(loop, self._stdout)
         worker = asyncio.create_task(self._serve_host_requests(), name="acp-host-requests")
         log.info("acp.started", agent_id=self.agent_id)
+        reading = asyncio.create_task(self._read_editor(loop), name="acp-editor")
+        gone = asyncio.create_task(self._out.lost.wait(), name="acp-stdout")
         try:
-            await self._read_editor(loop)
+            # the editor closes stdin, or its end of stdout: either ends the bridge
+            await asyncio.wait((reading, gone), return_when=asyncio.FIRST_COMPLETED)
+            if reading.done():
+                reading.result()  # (what it raised)
         finally:
-            tasks = [t for t in (worker, self._follow_task) if t is not None]
+            tasks = [t for t in (reading, gone, worker, self._follow_task) if t is not None]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -94,10 +99,13 @@ class EditorBridge:
     async def _read_editor(self, loop: asyncio.AbstractEventLoop) -> None:
         read = await _input(loop, self._stdin)
         assert self._out is not None
-        while not self._out.closed:
+        while True:
             data = await read()
             if not data:
                 self._do(self.bridge.end_of_input())
+                # what the editor asked before it left is still done (a session/list,
+                # a permission answer), within each request's own timeout
+                await self._host_requests.join()
                 break
             self._do(self.bridge.feed(data))
             await self._out.drain()
@@ -124,6 +132,8 @@ class EditorBridge:
                 await self._host_request(effect)
             except AgentHostError as exc:
                 self._failed(effect, exc)
+            finally:
+                self._host_requests.task_done()
             if self._out is not None:
                 await self._out.drain()
 
@@ -240,6 +250,8 @@ class _Output(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.closed = False
+        self.lost = asyncio.Event()
+        """Set when the editor's end of stdout is gone."""
         self._transport: asyncio.WriteTransport | None = None
         self._fd = -1
         self._resumed = asyncio.Event()
@@ -268,6 +280,7 @@ class _Output(asyncio.Protocol):
                 view = view[os.write(self._fd, view) :]
         except OSError:
             self.closed = True
+            self.lost.set()
 
     async def drain(self) -> None:
         await self._resumed.wait()
@@ -280,6 +293,7 @@ class _Output(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True  # the editor is gone
+        self.lost.set()
         self._resumed.set()
 
     def close(self) -> None:

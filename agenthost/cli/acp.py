@@ -26,11 +26,11 @@ def acp(agent_id: str, log_level: str, home: Path | None) -> None:
     """Speak ACP (the Agent Client Protocol) on stdin/stdout, as the agent AGENT_ID.
 
     \b
-    Configure an editor (Zed, Neovim, Emacs...) to run `agenthost acp ID` as an
-    agent: it attaches to the long-lived agent ID, whatever its kind, as one ACP
-    session. session/load replays the conversation, then the updates stream live;
-    prompts, cancels and permission answers go to the agent's host. It exits when the
-    editor closes stdin; the agent keeps running. docs/acp.md has the details.
+    Configure an editor (Zed, Neovim...) to run `agenthost acp ID` as an agent:
+    it attaches to the long-lived agent ID, whatever its kind, as one ACP
+    session. session/load replays the conversation, then updates stream live;
+    prompts, cancels and permission answers go to the agent's host. It exits
+    when the editor closes stdin; the agent keeps running. See docs/acp.md.
     """
     from agenthost.acp.editor import run
     from agenthost.log import configure_logging

@@ -455,3 +455,47 @@ async def test_a_hosted_acp_agent_is_served_with_its_own_options_and_stop_reason
         ]
         results = [e.tool_result for e in await history(client) if e.tool_result]
         assert results and "ran: touch asked.txt" in results[-1]
+
+
+async def bridge_process(home: Path, agent_id: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        PY, "-m", "agenthost", "acp", agent_id, "--home", str(home),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_what_was_asked_before_the_editor_left_is_still_answered(
+    home: Path, host_factory: HostFactory
+) -> None:
+    host_factory("bye")
+    proc = await bridge_process(home, "bye")
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "session/list"}\n')
+    proc.stdin.close()  # at once: the status request is still to be made
+    assert await proc.wait() == 0
+    answer = json.loads(await proc.stdout.readline())
+    assert [s["sessionId"] for s in answer["result"]["sessions"]] == ["bye"]
+
+
+@pytest.mark.asyncio
+async def test_an_editor_that_closes_its_end_of_stdout_ends_the_bridge(
+    home: Path, host_factory: HostFactory
+) -> None:
+    host_factory("deaf")
+    read_end, write_end = os.pipe()
+    proc = await asyncio.create_subprocess_exec(
+        PY, "-m", "agenthost", "acp", "deaf", "--home", str(home),
+        stdin=asyncio.subprocess.PIPE, stdout=write_end, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    os.close(write_end)
+    assert proc.stdin is not None
+    init = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\n'
+    )
+    proc.stdin.write(init)
+    with os.fdopen(read_end, "rb") as out:
+        first = await asyncio.get_running_loop().run_in_executor(None, out.readline)
+    assert json.loads(first)["id"] == 1  # (and now the editor's end is closed)
+    assert await asyncio.wait_for(proc.wait(), DEADLINE) == 0  # with stdin still open
