@@ -230,20 +230,27 @@ async def test_a_request_answered_elsewhere_first_is_withdrawn(
 
 
 @pytest.mark.asyncio
-async def test_cancel_mid_turn_answers_cancelled(home: Path, host_factory: HostFactory) -> None:
+@pytest.mark.parametrize("command", ["/sleep 60", "/ask"])
+async def test_cancel_mid_turn_answers_cancelled(
+    home: Path, host_factory: HostFactory, command: str
+) -> None:
     host_factory("cancel")
     async with AsyncClient("cancel", home=home) as client, editor(home, "cancel") as ed:
         await ed.c.new_session(cwd="/")
-        prompt = asyncio.create_task(
-            ed.c.prompt(session_id="cancel", prompt=[text_block("/sleep 60")])
-        )
+        ed.answer = None  # (/ask: the question stays open until the cancel)
+        prompt = asyncio.create_task(ed.c.prompt(session_id="cancel", prompt=[text_block(command)]))
         await until(
             lambda: _true([k for _, k in ed.kinds_after(0) if k == "tool_call"]),
-            "the sleep started",
+            "the turn's tool call",
         )
+        if command == "/ask":
+            await until(lambda: _true(ed.asked), "the question")
         await ed.c.cancel(session_id="cancel")
         assert (await prompt).stop_reason == "cancelled"
         assert (await client.status()).agent.state == "idle"
+        assert await client.pending() == []
+        # an open question the interrupt withdrew is withdrawn from the editor too
+        assert ed.cancelled_requests() == [m["id"] for m in ed.asked]
 
 
 @pytest.mark.asyncio
