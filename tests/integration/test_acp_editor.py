@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -506,3 +507,21 @@ async def test_an_editor_that_closes_its_end_of_stdout_ends_the_bridge(
         first = await asyncio.get_running_loop().run_in_executor(None, out.readline)
     assert json.loads(first)["id"] == 1  # (and now the editor's end is closed)
     assert await asyncio.wait_for(proc.wait(), DEADLINE) == 0  # with stdin still open
+
+
+def test_regular_files_as_stdin_and_stdout(home: Path, host_factory: HostFactory) -> None:
+    # not pipes (uvloop aborts on a regular file given to a pipe transport): read and
+    # written directly
+    host_factory("files")
+    requests = home / "in.jsonl"
+    requests.write_bytes(
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\n'
+        b'{"jsonrpc": "2.0", "id": 2, "method": "session/list"}'  # (no newline at the end)
+    )
+    answers = home / "out.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        argv = [PY, "-m", "agenthost", "acp", "files", "--home", str(home)]
+        assert subprocess.run(argv, stdin=stdin, stdout=stdout, timeout=DEADLINE).returncode == 0
+    got = [json.loads(line) for line in answers.read_bytes().splitlines()]
+    assert [m["id"] for m in got] == [1, 2]
+    assert got[1]["result"]["sessions"][0]["sessionId"] == "files"
