@@ -138,7 +138,9 @@ def schema_answer(schema: Any) -> Any:
         return schema["enum"][0]
     kind = str(schema.get("type", "object")).lower()
     if kind == "object":
-        props = schema.get("properties") or {}
+        props = schema.get("properties")
+        if not isinstance(props, dict):
+            return {}
         return {name: schema_answer(sub) for name, sub in props.items()}
     if kind == "array":
         return []
@@ -384,7 +386,9 @@ class _GeminiHandler(_HttpHelpers):
             self.close_connection = self.close_connection or request.disconnected
 
     def _side(self, out: Responder, body: Any) -> None:
-        config = (body or {}).get("generationConfig") or {} if isinstance(body, dict) else {}
+        config = body.get("generationConfig") if isinstance(body, dict) else None
+        if not isinstance(config, dict):
+            config = {}
         schema = config.get("responseJsonSchema") or config.get("responseSchema")
         answer = json.dumps(schema_answer(schema)) if schema else "fake-gemini side answer"
         out.send([_chunk([{"text": answer}], out.model, "STOP", _usage(10, 5))])
