@@ -22,12 +22,21 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from agenthost.acp import jsonrpc, schema
+from agenthost.acp.effects import (
+    Effect,
+    Interrupt,
+    ListSessions,
+    Respond,
+    Send,
+    StartFollow,
+    Write,
+)
 from agenthost.acp.jsonrpc import RequestId
 from agenthost.acp.params import BadParams, is_int, optional, prompt_text, resume_after
-from agenthost.acp.updates import UpdateMapper, chunk, permission_tool_call
+from agenthost.acp.updates import UpdateMapper, chunk, permission_tool_call, stop_reason
 from agenthost.linesplit import Fragment, LineSplitter
 from agenthost.timefmt import format_datetime
 
@@ -46,61 +55,6 @@ DEFAULT_OPTIONS: Final = (
     {"optionId": "deny", "name": "Deny", "kind": schema.REJECT_ONCE},
 )
 """What the editor may answer to a request whose agent names no options of its own."""
-
-
-# --- effects: what the I/O around the bridge does ------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """Write this line to the editor."""
-
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class StartFollow:
-    """Follow the host's stream (instead of any follow running): after ``after``
-    (``(epoch, offset)``; None: from the start), or from its current head."""
-
-    after: tuple[str, int] | None = None
-    from_head: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """``host.send`` of the editor's prompt ``rid``: then :meth:`Bridge.sent` with the
-    offset of the recorded message, or :meth:`Bridge.failed`."""
-
-    rid: RequestId
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    """``host.interrupt`` (its outcome changes nothing here)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Respond:
-    """``host.respond`` to a permission request (an ``unknown_request`` answer is a race
-    lost to another client: not an error)."""
-
-    request_id: str
-    behavior: Literal["allow", "deny"]
-    option_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ListSessions:
-    """``host.status`` for ``session/list`` ``rid``: then :meth:`Bridge.listed`, or
-    :meth:`Bridge.failed`."""
-
-    rid: RequestId
-    cwd: str | None = None
-
-
-Effect: TypeAlias = Write | StartFollow | Send | Interrupt | Respond | ListSessions
 
 
 @dataclass
@@ -536,21 +490,6 @@ class Bridge:
     def _unknown_session(self, req: jsonrpc.Request) -> bytes:
         message = f"unknown session {req.params.get('sessionId')!r}: this is agent {self.agent_id}"
         return jsonrpc.error(req.id, jsonrpc.RESOURCE_NOT_FOUND, message)
-
-
-def stop_reason(result: dict[str, Any] | None, *, cancelled: bool = False) -> str:
-    """A turn's ACP ``stopReason`` from its last ``result`` event: the agent's own
-    (ACP agents), ``cancelled`` when it was interrupted (or the editor cancelled it),
-    else ``end_turn`` (a failed turn too: its error is in the conversation)."""
-    if cancelled:
-        return schema.CANCELLED
-    result = result or {}
-    reason = result.get("stop_reason")
-    if isinstance(reason, str) and reason in schema.STOP_REASONS:
-        return reason
-    if result.get("interrupted") is True:
-        return schema.CANCELLED
-    return schema.END_TURN
 
 
 def _same_dir(a: str, b: str) -> bool:

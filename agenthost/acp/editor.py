@@ -21,8 +21,8 @@ from typing import Any, Final
 import structlog
 
 from agenthost._version import __version__
-from agenthost.acp.bridge import (
-    Bridge,
+from agenthost.acp.bridge import Bridge
+from agenthost.acp.effects import (
     Effect,
     Interrupt,
     ListSessions,

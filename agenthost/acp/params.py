@@ -69,6 +69,7 @@ _TYPE_NAMES: Final[dict[type, str]] = {dict: "an object", list: "a list", str: "
 
 
 def optional(params: dict[str, Any], key: str, kind: type) -> Any:
+    """``params[key]``, None when absent or null; BadParams when it is not a ``kind``."""
     value = params.get(key)
     if value is not None and not isinstance(value, kind):
         raise BadParams(f"{key} must be {_TYPE_NAMES.get(kind, kind.__name__)}")
@@ -76,4 +77,5 @@ def optional(params: dict[str, Any], key: str, kind: type) -> Any:
 
 
 def is_int(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is a JSON integer (``True`` is not one)."""
     return isinstance(value, int) and not isinstance(value, bool)

@@ -5,7 +5,8 @@
 the events: chat entries become message, thought, plan and tool call updates; the raw
 output of an agent without structured output (``lines``) becomes message text; errors
 become message text too, so the user sees them. It remembers only what the mapping
-needs: which tool calls the editor has seen start.
+needs: which tool calls the editor has seen start. :func:`stop_reason` is a turn's
+ACP stop reason, from its last ``result`` event.
 """
 
 from __future__ import annotations
@@ -177,3 +178,18 @@ def plan_entries(plan: list[Any]) -> list[dict[str, Any]]:
             entry["status"] = "pending"
         out.append(entry)
     return out
+
+
+def stop_reason(result: dict[str, Any] | None, *, cancelled: bool = False) -> str:
+    """A turn's ACP ``stopReason`` from its last ``result`` event: the agent's own
+    (ACP agents), ``cancelled`` when it was interrupted (or the editor cancelled it),
+    else ``end_turn`` (a failed turn too: its error is in the conversation)."""
+    if cancelled:
+        return schema.CANCELLED
+    result = result or {}
+    reason = result.get("stop_reason")
+    if isinstance(reason, str) and reason in schema.STOP_REASONS:
+        return reason
+    if result.get("interrupted") is True:
+        return schema.CANCELLED
+    return schema.END_TURN

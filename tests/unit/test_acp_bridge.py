@@ -14,8 +14,8 @@ import pytest
 from acp import schema as sdk
 
 from agenthost.acp import jsonrpc
-from agenthost.acp.bridge import (
-    Bridge,
+from agenthost.acp.bridge import Bridge
+from agenthost.acp.effects import (
     Effect,
     Interrupt,
     ListSessions,
@@ -23,9 +23,9 @@ from agenthost.acp.bridge import (
     Send,
     StartFollow,
     Write,
-    stop_reason,
 )
 from agenthost.acp.params import BadParams, prompt_text
+from agenthost.acp.updates import stop_reason
 from agenthost.position import Gap
 from agenthost.protocol import AgentInfo, PermissionRequest, StreamEvent
 
