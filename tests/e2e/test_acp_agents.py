@@ -315,3 +315,13 @@ def test_resume_after_a_host_restart(kit: AgentKit, start: Start) -> None:
     ]
     answers = [e["content"] for e in entries if e["role"] == "assistant"]
     assert sum("First answer." in a for a in answers) == 1  # the replay is not recorded
+
+
+@pytest.mark.parametrize("kit", ["gemini"], indirect=True)
+def test_gemini_with_the_auth_option(kit: AgentKit, start: Start) -> None:
+    """``--agent-opt auth=gemini-api-key``: the host authenticates with a method Gemini
+    offered before the session; the session works (Gemini also works without it)."""
+    with kit.fake(kit.text("Authenticated.")) as api:
+        host = start(api, "--agent-opt", "auth=gemini-api-key")
+        assert host.agent().get("last_error") is None
+        assert "Authenticated." in said(turn(host, "Hi."))

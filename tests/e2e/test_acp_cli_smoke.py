@@ -33,6 +33,8 @@ from acp_env import (
 )
 from clis import CliUnavailable, ensure_cli
 
+from hosttools import wait_for
+
 COMMAND = "echo hello | tee approved.txt"
 """Written through ``tee`` so a test can tell whether the command really ran."""
 LONG = "word " * 60
@@ -243,6 +245,7 @@ async def test_cancel_mid_stream(kit: AgentKit, started: Any) -> None:
     await agent.cancel()
     assert await asyncio.wait_for(turn, 30) == "cancelled"
     assert agent.agent_text().count("word") < 60
+    wait_for(lambda: any(r.disconnected for r in api.requests), 10, "the model stream closed")
 
     assert await agent.prompt("Again.") == "end_turn"
     assert "After." in agent.agent_text()
