@@ -44,6 +44,7 @@ SANS_IO = (
     "agenthost.acp.params",
     "agenthost.acp.updates",
     "agenthost.acp.bridge",
+    "agenthost.acp.effects",
     "agenthost.agents.acp",
     "agenthost.agents.acpupdates",
 )
