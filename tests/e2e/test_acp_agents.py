@@ -306,8 +306,9 @@ def test_resume_after_a_host_restart(kit: AgentKit, start: Start) -> None:
         again = start(api, "--resume", sid, prefix=prefix)
         assert again.agent()["session_id"] == sid
         assert "Second answer." in said(turn(again, "Second question."))
-        last = str(api.requests[-1].body)
-        assert "First question." in last and "Second question." in last
+        # (some request: side calls, e.g. for a title, carry only the new prompt)
+        bodies = [str(r.body) for r in api.requests]
+        assert any("First question." in b and "Second question." in b for b in bodies)
     entries = history(again)
     assert [e["content"] for e in entries if e["role"] == "user"] == [
         "First question.",
