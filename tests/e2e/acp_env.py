@@ -539,6 +539,13 @@ class AgentKit:
             return FakeOpenAI(replies, default=default)
         return FakeGemini(replies, default=default)
 
+    def add(self, fake: Any, *replies: Any) -> None:
+        """Queue more ``replies`` on a running ``fake``."""
+        if self.name == "codex":
+            fake.enqueue(*replies)
+        else:
+            fake.add(*replies)
+
     def text(self, message: str) -> Any:
         """A reply with ``message`` in a few stream chunks."""
         return {"claude": anthropic.text, "codex": openai.text, "gemini": gemini.text}[self.name](

@@ -10,6 +10,7 @@ unless ``AGENTHOST_E2E_REQUIRED=1`` (CI), where that is a failure. Nothing sleep
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from acp_env import (
     AGENTS,
     CLI_OF,
     KITS,
+    AcpAgent,
     AgentDirs,
     AgentKit,
     agent_command,
@@ -29,7 +31,7 @@ from acp_env import (
 from clis import CliUnavailable, ensure_cli
 
 from conftest import HostFactory
-from hosttools import HostProc, RawConn
+from hosttools import PY, HostProc, RawConn, wait_for
 
 Event = dict[str, Any]
 TIMEOUT = 60.0
@@ -142,6 +144,11 @@ def history(host: HostProc) -> list[Event]:
     with host.raw() as conn:
         entries: list[Event] = conn.request("host.history")["payload"]["entries"]
     return entries
+
+
+def titled(api: Any) -> bool:
+    """Whether codex-acp's title request (after a session's first turn) has come."""
+    return any("very short title" in str(r.body) for r in api.requests)
 
 
 def option_of(request: Event, kind: str) -> str:
@@ -367,3 +374,45 @@ def test_codex_warning_and_answer_are_two_messages(kit: AgentKit, start: Start) 
         host = start(api)
         contents = [e["content"] for e in chat(turn(host, "Say hello.")) if "content" in e]
     assert "Hello from the fake model." in contents
+
+
+@pytest.mark.asyncio
+async def test_an_editor_through_agenthost_acp(
+    kit: AgentKit, start: Start, dirs: AgentDirs
+) -> None:
+    """The whole chain: an ACP editor (the SDK) runs ``agenthost acp ID``, which bridges
+    to the host of the real agent. ``session/load`` replays what was said before the
+    editor came (from the host's journal); a prompt with a shell command brings the
+    agent's own permission options to the editor, whose allow_once runs it."""
+    with kit.fake(kit.text("Said before."), default=kit.text("Done.")) as api:
+        host = start(api)
+        assert "Said before." in said(turn(host, "Before the editor."))
+        if kit.name == "codex":  # its title request follows the first turn: let it pass
+            wait_for(lambda: titled(api), TIMEOUT, "Codex's title request")
+        kit.add(api, kit.shell(COMMAND))
+        host.wait_state("idle", timeout=TIMEOUT)
+        bridge = [PY, "-m", "agenthost", "acp", host.agent_id, "--home", str(host.home)]
+        async with AcpAgent(bridge, dict(os.environ), dirs.work) as editor:
+            await editor.initialize()
+            assert editor.init["agentCapabilities"]["loadSession"] is True
+            editor.session_id = host.agent_id
+            await asyncio.wait_for(
+                editor.connection.load_session(
+                    cwd=str(dirs.work), session_id=host.agent_id, mcp_servers=[]
+                ),
+                TIMEOUT,
+            )
+            assert "Said before." in editor.agent_text()
+            users = [u for u in editor.updates() if u["sessionUpdate"] == "user_message_chunk"]
+            assert [u["content"]["text"] for u in users] == ["Before the editor."]
+            prompt = editor.prompt_task("Write the file.")
+            ask = await editor.next_ask(timeout=TIMEOUT)
+            assert {o["kind"] for o in ask.options} >= {"allow_once", "reject_once"}
+            ask.choose("allow_once")
+            assert await asyncio.wait_for(prompt, TIMEOUT) == "end_turn"
+            assert "Done." in editor.agent_text()
+    assert (dirs.work / "approved.txt").read_text() == "hello\n"
+    assert [e["content"] for e in history(host) if e["role"] == "user"] == [
+        "Before the editor.",
+        "Write the file.",
+    ]
