@@ -7,15 +7,19 @@ editor bridge maps these entries back to ACP, so their shapes are a contract:
 
 - ``agent_message_chunk``: one ``{"role": "assistant", "content": text}`` per ACP
   message (its chunks joined; it ends when anything else is recorded, when its
-  ``messageId`` changes, or at the end of the turn; ``"aborted": True`` when the turn
+  ``messageId`` changes (chunks without one, then chunks with one: two messages), or at
+  the end of the turn; ``"aborted": True`` when the turn
   was cancelled); ``agent_thought_chunk`` the same with ``"thought": True``.
 - ``tool_call``: ``{"role": "tool", "tool_name", "tool_input", "input", "tool_use_id",
   "tool_kind", "status"}``, recorded once the call is known well enough (it has an
   input, it runs, it ended, or the agent asks permission for it): Claude's adapter
   announces a call with an empty ``rawInput`` and sends the input in an update.
 - ``tool_call_update`` with status ``completed``/``failed``: ``{"role": "tool",
-  "tool_name", "tool_use_id", "tool_result", "is_error", "status"}``. An update of a
-  call never announced (or forgotten: 1000 are kept) announces it.
+  "tool_name", "tool_use_id", "tool_result", "is_error", "status"}`` (and
+  ``exit_code``). An update of a call never announced (or forgotten: 1000 are kept)
+  announces it. A command's output that codex-acp sends beside the content, in
+  ``_meta.terminal_output_delta`` (and its end in ``_meta.terminal_exit``), is the
+  result when the content only names the terminal.
 - ``plan``: ``{"role": "assistant", "content": checklist, "plan": entries}``.
 - ``available_commands_update``, ``current_mode_update``, ``usage_update``,
   ``session_info_update`` (and ``plan``): AgentInfo fields only.
@@ -41,6 +45,8 @@ MESSAGE_MAX: Final = 1 << 20
 """Characters of one message kept in memory: a longer one is recorded in pieces."""
 RESULT_MAX: Final = 1 << 20
 """Characters of a tool result recorded (the raw lines keep all of it)."""
+OUTPUT_MAX: Final = 256 << 10
+"""Characters of a terminal's streamed output kept per running call."""
 FINAL_STATUSES: Final = frozenset({"completed", "failed"})
 _SUMMARY_KEYS: Final = (
     "command",
@@ -127,6 +133,12 @@ def tool_result_text(content: Any, raw_output: Any) -> str:
     return text if len(text) <= RESULT_MAX else text[: RESULT_MAX - 1] + "…"
 
 
+def _only_terminals(content: Any) -> bool:
+    """Whether a call's content is nothing but terminals (or nothing at all)."""
+    items = content if isinstance(content, list) else []
+    return all(obj(item).get("type") == "terminal" for item in items)
+
+
 def diff_summary(diff: dict[str, Any]) -> str:
     """``path: +N -M``: lines added and removed (counted as multisets of lines, which
     is linear in the file's size; moved lines do not count)."""
@@ -191,6 +203,10 @@ class ToolCall:
     input: dict[str, Any] = field(default_factory=dict)
     locations: Any = None
     recorded: bool = False
+    output: list[str] = field(default_factory=list)
+    """A terminal's output streamed in ``_meta`` (codex-acp), at most OUTPUT_MAX."""
+    output_size: int = 0
+    exit_code: int | None = None
 
     @property
     def name(self) -> str:
@@ -212,6 +228,26 @@ class ToolCall:
             self.input = {"input": raw}
         if isinstance(fields.get("locations"), list):
             self.locations = fields["locations"]
+        meta = obj(fields.get("_meta"))
+        data = obj(meta.get("terminal_output_delta")).get("data")
+        if isinstance(data, str) and data and self.output_size < OUTPUT_MAX:
+            piece = data[: OUTPUT_MAX - self.output_size]
+            self.output.append(piece)
+            self.output_size += len(piece)
+        code = obj(meta.get("terminal_exit")).get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            self.exit_code = code
+
+    def result_text(self, update: dict[str, Any]) -> str:
+        """What the call gave: its content's text, or the output its terminal streamed
+        when the content only names the terminal (codex-acp)."""
+        content = update.get("content")
+        text = tool_result_text(content, update.get("rawOutput"))
+        if self.output and _only_terminals(content):
+            text = "".join(self.output).rstrip("\n")
+            if self.output_size >= OUTPUT_MAX:
+                text += "\n… (output cut)"
+        return text
 
     def summary(self) -> str:
         return tool_summary(self.title, self.input, self.locations)
@@ -324,7 +360,9 @@ class SessionUpdates:
         current = self._message
         if current is not None and (
             current.thought != thought
-            or (message_id is not None and current.message_id not in (None, message_id))
+            # a new id starts a new message, and so does the first id after chunks that
+            # had none (codex-acp's warning, then the model's message)
+            or (message_id is not None and current.message_id != message_id and current.size)
             or current.size + len(text) > MESSAGE_MAX
         ):
             events = self.flush()
@@ -364,14 +402,16 @@ class SessionUpdates:
 
     def _end(self, call: ToolCall, update: dict[str, Any]) -> list[AdapterEvent]:
         self.tools.pop(call.id, None)
-        entry = {
+        entry: dict[str, Any] = {
             "role": "tool",
             "tool_name": call.name,
             "tool_use_id": call.id,
-            "tool_result": tool_result_text(update.get("content"), update.get("rawOutput")),
-            "is_error": call.status == "failed",
+            "tool_result": call.result_text(update),
+            "is_error": call.status == "failed" or call.exit_code not in (None, 0),
             "status": call.status,
         }
+        if call.exit_code is not None:
+            entry["exit_code"] = call.exit_code
         return [Chat(entry)]
 
     # --- the rest ------------------------------------------------------------------

@@ -337,12 +337,6 @@ def test_gemini_with_the_auth_option(kit: AgentKit, start: Start) -> None:
         assert "Authenticated." in said(turn(host, "Hi."))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the acp adapter does not read codex-acp's _meta.terminal_output_delta "
-    "(the command's output) on tool_call_update: tool_result is empty",
-)
 @pytest.mark.parametrize("kit", ["codex"], indirect=True)
 def test_codex_command_output_is_the_tool_result(kit: AgentKit, start: Start) -> None:
     """codex-acp announces a terminal (``content: [{type: terminal}]``) and sends the
@@ -360,12 +354,6 @@ def test_codex_command_output_is_the_tool_result(kit: AgentKit, start: Start) ->
     assert result["tool_result"].strip() == "hello"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the acp adapter joins codex-acp's warning chunk (no messageId) and the "
-    "model's message (with one) into one assistant entry",
-)
 @pytest.mark.parametrize("kit", ["codex"], indirect=True)
 def test_codex_warning_and_answer_are_two_messages(kit: AgentKit, start: Start) -> None:
     """Codex's adapter prints a warning as an agent message chunk without ``messageId``

@@ -528,7 +528,9 @@ def test_one_entry_per_message_and_per_thought() -> None:
     events = peer.chunk("Let me ", "agent_thought_chunk") + peer.chunk(
         "think", "agent_thought_chunk"
     )
-    events += peer.chunk("Answer ") + peer.chunk("one", messageId="m1")
+    # codex-acp: a warning without messageId, then the model's message with one
+    events += peer.chunk("Warning: no metadata")
+    events += peer.chunk("Answer ", messageId="m1") + peer.chunk("one", messageId="m1")
     events += peer.chunk("Answer two", messageId="m2")  # a new message id: a new message
     events += peer.update(sessionUpdate="usage_update", used=5, size=100)  # does not cut it
     events += peer.chunk(" continued", messageId="m2")
@@ -536,6 +538,7 @@ def test_one_entry_per_message_and_per_thought() -> None:
     events += peer.answer("session/prompt", {"stopReason": "end_turn"})
     assert entries(events) == [
         {"role": "assistant", "content": "Let me think", "thought": True},
+        {"role": "assistant", "content": "Warning: no metadata"},
         {"role": "assistant", "content": "Answer one"},
         {"role": "assistant", "content": "Answer two continued"},
     ]
@@ -624,6 +627,54 @@ def test_claude_announces_a_call_without_input_then_sends_it() -> None:
         }
     ]
     assert "t1" not in peer.adapter.updates.tools
+
+
+def test_a_terminals_output_streamed_in_meta_is_the_result() -> None:
+    """codex-acp: the call's content names a terminal; the command's output comes in
+    ``_meta.terminal_output_delta`` of its updates, its end in ``_meta.terminal_exit``."""
+    peer = ready()
+    peer.send("go")
+    terminal = [{"type": "terminal", "terminalId": "call_1"}]
+    peer.update(
+        sessionUpdate="tool_call",
+        toolCallId="call_1",
+        title="Run ls",
+        kind="execute",
+        status="in_progress",
+        rawInput={"command": ["ls"]},
+        content=terminal,
+    )
+    for data in ("a\n", "b\n"):
+        meta = {"terminal_output_delta": {"data": data, "terminal_id": "call_1"}}
+        assert (
+            entries(peer.update(sessionUpdate="tool_call_update", toolCallId="call_1", _meta=meta))
+            == []
+        )
+    events = peer.update(
+        sessionUpdate="tool_call_update",
+        toolCallId="call_1",
+        status="completed",
+        content=terminal,
+        _meta={"terminal_exit": {"exit_code": 2, "signal": None}},
+    )
+    (end,) = entries(events)
+    assert (end["tool_result"], end["exit_code"], end["is_error"]) == ("a\nb", 2, True)
+
+
+def test_streamed_output_does_not_hide_real_content_and_is_bounded() -> None:
+    from agenthost.agents.acpupdates import OUTPUT_MAX
+
+    peer = ready()
+    peer.send("go")
+    peer.update(sessionUpdate="tool_call", toolCallId="t", title="x", status="in_progress")
+    huge = {"terminal_output_delta": {"data": "y" * (OUTPUT_MAX + 10)}}
+    peer.update(sessionUpdate="tool_call_update", toolCallId="t", _meta=huge)
+    assert peer.adapter.updates.tools["t"].output_size == OUTPUT_MAX
+    text = [{"type": "content", "content": {"type": "text", "text": "own words"}}]
+    events = peer.update(
+        sessionUpdate="tool_call_update", toolCallId="t", status="completed", content=text
+    )
+    assert entries(events)[0]["tool_result"] == "own words"
 
 
 @pytest.mark.parametrize(
