@@ -33,7 +33,8 @@ demo: $(STAMP)
 test: lint typecheck
 	$(PY) -m pytest
 
-## Install (or find, in ~/.cache/agenthost-e2e) the real Claude Code and Codex CLIs.
+## Install (or find, in ~/.cache/agenthost-e2e) the real agent CLIs: Claude Code, Codex, and
+## the ACP agents (claude-agent-acp, codex-acp, Gemini CLI).
 e2e-clis: $(STAMP)
 	$(PY) tests/e2e/clis.py
 
