@@ -25,6 +25,11 @@ AGENT_KINDS: tuple[str, ...] = tuple(sorted(_MODULES))
 DEFAULT_AGENT = "demo"
 
 
+def adapter_modules() -> tuple[str, ...]:
+    """The module of every agent kind (what the host factory imports once)."""
+    return tuple(module for module, _ in _MODULES.values())
+
+
 def adapter_class(kind: str) -> type[Adapter] | None:
     """The adapter class of an agent kind (its module imported now), or None."""
     target = _MODULES.get(kind)
@@ -58,6 +63,7 @@ __all__ = [
     "Adapter",
     "AdapterOptions",
     "adapter_class",
+    "adapter_modules",
     "make_adapter",
     "structured_output",
 ]

@@ -62,14 +62,19 @@ PRELOAD: Final = (
     "agenthost.host.host",
     "agenthost.host.run",
     "agenthost.journal.reader",
-    "agenthost.agents.claude",
-    "agenthost.agents.codex",
-    "agenthost.agents.demo",
-    "agenthost.agents.lines",
+    "agenthost.host.clientcalls",
     "psutil",
 )
-"""What a host imports on its way to serving, imported once in the factory (every
-adapter: a host of any kind starts from shared pages)."""
+"""What a host imports on its way to serving, imported once in the factory, with every
+adapter's module (:func:`preload_modules`): a host of any kind starts from shared pages."""
+
+
+def preload_modules() -> tuple[str, ...]:
+    """:data:`PRELOAD` and the module of every agent kind (the adapters' own table, so
+    that a new kind is preloaded without being listed here)."""
+    from agenthost.agents import adapter_modules
+
+    return (*PRELOAD, *adapter_modules())
 
 FAILPOINT_ENV: Final = "AGENTHOST_FACTORY_FAILPOINT"
 _PR_SET_CHILD_SUBREAPER: Final = 36
@@ -152,7 +157,7 @@ class _Factory:
         # it has to); this also readies setproctitle while our environment is the one we
         # started with: it could not find room for a host's title once it is replaced
         setproctitle.setproctitle(f"agenthost host-factory (daemon {os.getppid()})")
-        for name in PRELOAD:
+        for name in preload_modules():
             importlib.import_module(name)
         _warm_up()
         # everything imported lives as long as every host: keep it out of the

@@ -38,3 +38,18 @@ def test_check_forkable(case: str) -> None:
         assert done.returncode == 0 and done.stdout == "forkable\n", done.stderr
     else:
         assert done.returncode != 0 and refusal in done.stderr
+
+
+def test_the_factory_preloads_every_adapter_and_what_acp_hosts_load() -> None:
+    import importlib
+
+    from agenthost.agents import AGENT_KINDS, adapter_class
+    from agenthost.hostfactory.process import preload_modules
+
+    modules = preload_modules()
+    for kind in AGENT_KINDS:
+        cls = adapter_class(kind)
+        assert cls is not None and cls.__module__ in modules, kind
+    assert "agenthost.host.clientcalls" in modules  # loaded by an ACP agent's first call
+    for name in modules:  # each one exists
+        importlib.import_module(name)
