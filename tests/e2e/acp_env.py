@@ -52,6 +52,7 @@ from fakes import anthropic, gemini, openai
 from fakes.anthropic import FakeAnthropic
 from fakes.gemini import FakeGemini
 from fakes.openai import FakeOpenAI
+from fakes.server import FakeServer
 
 JsonDict = dict[str, Any]
 
@@ -522,7 +523,8 @@ class AgentKit:
     and the session mode in which they ask before running a shell command.
 
     Each script method returns the reply object of that agent's fake; :meth:`fake`
-    builds the server (a context manager with ``url`` and ``requests``).
+    builds the server (a :class:`~fakes.server.FakeServer`: a context manager with
+    ``url``, ``requests`` and ``add``).
     """
 
     name: str
@@ -531,20 +533,13 @@ class AgentKit:
     which decides by itself; Codex starts in ``agent``, which asks only for unsafe
     actions; Gemini starts in ``default``, which asks)."""
 
-    def fake(self, *replies: Any, default: Any = None) -> Any:
+    def fake(self, *replies: Any, default: Any = None) -> FakeServer[Any, Any]:
         """The fake model API, playing ``replies`` in order, then ``default``."""
         if self.name == "claude":
             return FakeAnthropic(replies, default_turn=default)
         if self.name == "codex":
             return FakeOpenAI(replies, default=default)
         return FakeGemini(replies, default=default)
-
-    def add(self, fake: Any, *replies: Any) -> None:
-        """Queue more ``replies`` on a running ``fake``."""
-        if self.name == "codex":
-            fake.enqueue(*replies)
-        else:
-            fake.add(*replies)
 
     def text(self, message: str) -> Any:
         """A reply with ``message`` in a few stream chunks."""

@@ -377,7 +377,7 @@ async def test_an_editor_through_agenthost_acp(
         assert "Said before." in said(turn(host, "Before the editor."))
         if kit.name == "codex":  # its title request follows the first turn: let it pass
             wait_for(lambda: titled(api), TIMEOUT, "Codex's title request")
-        kit.add(api, kit.shell(COMMAND))
+        api.add(kit.shell(COMMAND))
         host.wait_state("idle", timeout=TIMEOUT)
         bridge = [PY, "-m", "agenthost", "acp", host.agent_id, "--home", str(host.home)]
         async with AcpAgent(bridge, dict(os.environ), dirs.work) as editor:

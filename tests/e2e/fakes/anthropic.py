@@ -28,19 +28,16 @@ Other endpoints the CLI may call are answered sensibly (``count_tokens`` with a 
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
-import select
-import socket
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fakes.server import FakeHandler, FakeHTTPServer, FakeServer
 
 __all__ = [
     "FakeAnthropic",
@@ -136,52 +133,24 @@ class _ClientGone(Exception):
 
 
 class _Writer:
-    """Writes one SSE response with chunked transfer encoding, noticing a gone client."""
+    """Writes one SSE response with chunked transfer encoding; raises _ClientGone as
+    soon as the client has left."""
 
     def __init__(
-        self, handler: BaseHTTPRequestHandler, on_event: Callable[[str], None] | None = None
+        self, handler: FakeHandler[Any], on_event: Callable[[str], None] | None = None
     ) -> None:
         self._handler = handler
-        self._sock: socket.socket = handler.connection
         self._on_event = on_event
-
-    def client_gone(self, wait: float = 0.0) -> bool:
-        """Wait up to ``wait`` seconds; True as soon as the peer has closed its end."""
-        try:
-            readable, _, _ = select.select([self._sock], [], [], wait)
-        except (OSError, ValueError):
-            return True
-        if not readable:
-            return False
-        try:
-            data = self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
-        if data:
-            # The client pipelined something; it is still there. Do not spin on it.
-            time.sleep(wait)
-            return False
-        return True
 
     def pause(self, seconds: float) -> None:
         """Sleep ``seconds`` (pacing a slow stream), raising _ClientGone when it leaves."""
-        deadline = time.monotonic() + seconds
-        while True:
-            remaining = deadline - time.monotonic()
-            if self.client_gone(max(0.0, min(remaining, 0.05))):
-                raise _ClientGone
-            if remaining <= 0:
-                return
+        if not self._handler.wait_open(seconds):
+            raise _ClientGone
 
     def raw(self, data: bytes) -> None:
         """Write one HTTP chunk."""
-        try:
-            self._handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self._handler.wfile.flush()
-        except OSError as exc:
-            raise _ClientGone from exc
+        if not self._handler.write_chunk(data):
+            raise _ClientGone
 
     def event(self, name: str, data: JsonDict) -> None:
         """Write one SSE event."""
@@ -191,11 +160,7 @@ class _Writer:
 
     def end(self) -> None:
         """Write the terminating zero-length chunk."""
-        try:
-            self._handler.wfile.write(b"0\r\n\r\n")
-            self._handler.wfile.flush()
-        except OSError as exc:
-            raise _ClientGone from exc
+        self.raw(b"")
 
 
 _ids = itertools.count(1)
@@ -524,40 +489,25 @@ def hang(max_seconds: float = 60.0) -> HangTurn:
 # --------------------------------------------------------------------------- server
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Server(FakeHTTPServer):
+    fake: FakeAnthropic
+
+
+class _Handler(FakeHandler[RecordedRequest]):
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-        """Silence the default stderr access log; requests are recorded instead."""
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            raw = self._read_chunked()
+    def _parse(self, raw: bytes) -> Any:
+        """The JSON body, or its text when it is not JSON (None when empty)."""
         if not raw:
             return None
-        if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            raw = gzip.decompress(raw)
         try:
             return json.loads(raw)
         except ValueError:
             return raw.decode("utf-8", "replace")
 
-    def _read_chunked(self) -> bytes:
-        data = bytearray()
-        while True:
-            size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                self.rfile.readline()
-                return bytes(data)
-            data += self.rfile.read(size)
-            self.rfile.readline()
-
     def _handle(self) -> None:
         fake = self.server.fake
-        request = fake._record(self.command, self.path, dict(self.headers), self._read_body())
+        request = self._record()
         try:
             if request.is_messages:
                 self._messages(request)
@@ -602,7 +552,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         body = request.body if isinstance(request.body, dict) else {}
         model = str(body.get("model") or DEFAULT_MODEL)
-        turn = fake._next_turn(request)
+        turn = fake.side_turn if request.side else fake._next_reply()
         request.turn = turn.name
         if isinstance(turn, ErrorTurn):
             extra: dict[str, str] = {}
@@ -650,21 +600,17 @@ def _models_page() -> JsonDict:
     }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, fake: FakeAnthropic) -> None:
-        self.fake = fake
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class FakeAnthropic:
-    """The fake API server. Use as a context manager; ``url`` is its base URL.
+class FakeAnthropic(FakeServer[Turn, RecordedRequest]):
+    """The fake API server. Use as a context manager; ``url`` is its base URL
+    (``ANTHROPIC_BASE_URL``).
 
     ``turns`` are played in order, one per conversation model call; :meth:`add` queues
     more while the server runs. ``side_turn`` answers the CLI's own side calls.
     """
+
+    name = "fake-anthropic"
+    server_type = _Server
+    handler_type = _Handler
 
     def __init__(
         self,
@@ -674,119 +620,48 @@ class FakeAnthropic:
         side_turn: Turn | None = None,
         side_filter: Callable[[Any], bool] = is_side_request,
     ) -> None:
-        self._lock = threading.Condition()
-        self._turns: deque[Turn] = deque(turns)
-        self.default_turn: Turn = default_turn or text("(the fake API has no more scripted turns)")
+        super().__init__(turns, default_turn or text("(the fake API has no more scripted turns)"))
         self.side_turn: Turn = side_turn or text("OK")
         self._side_filter = side_filter
-        self.requests: list[RecordedRequest] = []
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle
-
-    def start(self) -> FakeAnthropic:
-        """Bind 127.0.0.1 on a free port and serve in a daemon thread."""
-        if self._server is None:
-            self._server = _Server(self)
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.05},
-                name="fake-anthropic",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listening socket (idempotent)."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
-    def port(self) -> int:
-        """The TCP port the server listens on."""
-        if self._server is None:
-            raise RuntimeError("the fake server is not running")
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """The base URL, for ``ANTHROPIC_BASE_URL``."""
-        return f"http://127.0.0.1:{self.port}"
-
-    # -- scripting
-
-    def add(self, *turns: Turn) -> None:
-        """Queue more turns."""
-        with self._lock:
-            self._turns.extend(turns)
+    def default_turn(self) -> Turn:
+        """What a conversation call gets once the queue is empty."""
+        return self._default
 
     @property
     def pending_turns(self) -> int:
-        """How many scripted turns have not been played yet."""
-        with self._lock:
-            return len(self._turns)
+        """How many scripted turns have not been played yet (:attr:`pending`)."""
+        return self.pending
 
-    def _next_turn(self, request: RecordedRequest) -> Turn:
-        with self._lock:
-            if request.side:
-                return self.side_turn
-            if self._turns:
-                return self._turns.popleft()
-            return self.default_turn
-
-    def _record(
-        self, method: str, path: str, headers: dict[str, str], body: Any
+    def _new_request(
+        self, index: int, method: str, path: str, headers: dict[str, str], raw: bytes, body: Any
     ) -> RecordedRequest:
-        with self._lock:
-            request = RecordedRequest(
-                seq=len(self.requests) + 1,
-                method=method,
-                path=path,
-                headers=headers,
-                body=body,
-                received_at=time.time(),
-            )
-            if request.is_messages:
-                request.side = self._side_filter(body)
-            self.requests.append(request)
-            self._lock.notify_all()
-            return request
+        request = RecordedRequest(index + 1, method, path, headers, body, time.time())
+        if request.is_messages:
+            request.side = self._side_filter(body)
+        return request
 
     def _streamed(self, request: RecordedRequest, event: str) -> None:
         if event == "content_block_delta":
-            with self._lock:
+            with self._cond:
                 request.deltas_sent += 1
-                self._lock.notify_all()
+                self._cond.notify_all()
 
     def _finished(self, request: RecordedRequest) -> None:
-        with self._lock:
+        with self._cond:
             request.done.set()
-            self._lock.notify_all()
+            self._cond.notify_all()
 
     # -- inspection
 
     def turn_requests(self) -> list[RecordedRequest]:
         """The conversation model calls (``/v1/messages`` minus side calls), in order."""
-        with self._lock:
-            return [r for r in self.requests if r.is_messages and not r.side]
+        return [r for r in self.requests if r.is_messages and not r.side]
 
     def other_requests(self) -> list[RecordedRequest]:
         """Every request that is not a conversation model call."""
-        with self._lock:
-            return [r for r in self.requests if not (r.is_messages and not r.side)]
+        return [r for r in self.requests if not (r.is_messages and not r.side)]
 
     def wait_for(
         self, predicate: Callable[[RecordedRequest], bool], timeout: float = 10.0, count: int = 1
@@ -795,19 +670,19 @@ class FakeAnthropic:
 
         Raise TimeoutError after ``timeout`` seconds.
         """
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while True:
-                matched = [r for r in self.requests if predicate(r)]
-                if len(matched) >= count:
-                    return matched
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(
-                        f"{len(matched)}/{count} matching requests after {timeout}s; "
-                        f"seen: {[(r.method, r.path) for r in self.requests]}"
-                    )
-                self._lock.wait(remaining)
+        matched: list[RecordedRequest] = []
+
+        def enough(fake: FakeAnthropic) -> bool:
+            matched[:] = [r for r in fake.requests if predicate(r)]
+            return len(matched) >= count
+
+        def seen() -> str:
+            return f"{len(matched)}/{count} matching requests; seen: " + str(
+                [(r.method, r.path) for r in self.requests]
+            )
+
+        self.wait_until(enough, timeout, seen)
+        return list(matched)
 
     def wait_for_turns(self, count: int, timeout: float = 10.0) -> list[RecordedRequest]:
         """Block until ``count`` conversation model calls have arrived."""
@@ -834,7 +709,7 @@ class FakeAnthropic:
         return self.wait_for(gone, timeout)[0]
 
     def _turn_at(self, index: int) -> RecordedRequest | None:
-        turns = [r for r in self.requests if r.is_messages and not r.side]
+        turns = self.turn_requests()
         try:
             return turns[index]
         except IndexError:

@@ -24,16 +24,12 @@ that forgot a reply fails on its assertions, not with a hang.
 from __future__ import annotations
 
 import json
-import threading
-import time
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from typing import Any
 
-from fakes.openai import _Handler as _HttpHelpers
+from fakes.server import FakeHandler, FakeHTTPServer, FakeServer
 
 __all__ = [
     "FakeGemini",
@@ -322,17 +318,14 @@ def error(
     return ErrorReply(status, message, status_text or default_text.get(status, "INTERNAL"))
 
 
-class _GeminiServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _GeminiServer(FakeHTTPServer):
     fake: FakeGemini
 
 
-class _GeminiHandler(_HttpHelpers):
-    """The HTTP side; send_body, write_chunk, wait_open and body reading are shared with
-    the fake Responses API."""
+class _GeminiHandler(FakeHandler[GeminiRequest]):
+    """The HTTP side of the fake."""
 
-    server: _GeminiServer  # type: ignore[assignment]
+    server: _GeminiServer
 
     def _models(self) -> JsonDict:
         model = self.server.fake.model
@@ -394,12 +387,16 @@ class _GeminiHandler(_HttpHelpers):
         out.send([_chunk([{"text": answer}], out.model, "STOP", _usage(10, 5))])
 
 
-class FakeGemini:
+class FakeGemini(FakeServer[Reply, GeminiRequest]):
     """A scriptable fake Gemini API on 127.0.0.1 (a context manager).
 
     ``url`` is the value for ``GOOGLE_GEMINI_BASE_URL``. Replies are played in order, one
     per agent turn; :meth:`add` queues more at any time.
     """
+
+    name = "fake-gemini"
+    server_type = _GeminiServer
+    handler_type = _GeminiHandler
 
     def __init__(
         self,
@@ -408,85 +405,13 @@ class FakeGemini:
         model: str = DEFAULT_MODEL,
         default: Reply | None = None,
     ) -> None:
+        super().__init__(replies, default or TextReply(UNSCRIPTED_TEXT, name="unscripted"))
         self.model = model
-        self._replies: deque[Reply] = deque(replies)
-        self._default = default or TextReply(UNSCRIPTED_TEXT, name="unscripted")
-        self._requests: list[GeminiRequest] = []
-        self._cond = threading.Condition()
-        self._server: _GeminiServer | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> FakeGemini:
-        """Bind a free port on 127.0.0.1 and serve in a background thread."""
-        server = _GeminiServer(("127.0.0.1", 0), _GeminiHandler)
-        server.fake = self
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, name="fake-gemini", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listening socket."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeGemini:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The TCP port."""
-        assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """The base URL (``GOOGLE_GEMINI_BASE_URL``)."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def add(self, *replies: Reply) -> None:
-        """Queue more replies."""
-        with self._cond:
-            self._replies.extend(replies)
-
-    @property
-    def pending(self) -> int:
-        """How many replies are still queued."""
-        with self._cond:
-            return len(self._replies)
-
-    def _next_reply(self) -> Reply:
-        with self._cond:
-            return self._replies.popleft() if self._replies else self._default
-
-    def _record(
-        self, method: str, path: str, headers: dict[str, str], raw: bytes, body: Any
+    def _new_request(
+        self, index: int, method: str, path: str, headers: dict[str, str], raw: bytes, body: Any
     ) -> GeminiRequest:
-        with self._cond:
-            request = GeminiRequest(len(self._requests), method, path, headers, body)
-            self._requests.append(request)
-            self._cond.notify_all()
-            return request
-
-    def _changed(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    @property
-    def requests(self) -> list[GeminiRequest]:
-        """Every request so far, in arrival order."""
-        with self._cond:
-            return list(self._requests)
+        return GeminiRequest(index, method, path, headers, body)
 
     def turns(self) -> list[GeminiRequest]:
         """The agent-turn requests (generate calls offering tools), in order."""
@@ -496,17 +421,3 @@ class FakeGemini:
             if r.action in ("generateContent", "streamGenerateContent")
             and not is_side_request(r.body)
         ]
-
-    def wait_until(
-        self, predicate: Callable[[FakeGemini], bool], timeout: float, what: str = "condition"
-    ) -> None:
-        """Block until ``predicate(self)`` holds (re-checked on every request or reply end)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(self):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"fake-gemini: timed out after {timeout}s waiting for {what}"
-                    )
-                self._cond.wait(min(left, 0.1))

@@ -20,19 +20,14 @@ as a wrong answer, not as a hang or a retry storm).
 
 from __future__ import annotations
 
-import gzip
 import json
-import select
-import socket
-import threading
 import time
 import uuid
-import zlib
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fakes.server import FakeHandler, FakeHTTPServer, FakeServer
 
 UNSCRIPTED_TEXT = "fake-openai: no script was queued for this request"
 DEFAULT_MODEL = "fake-codex-model"
@@ -421,107 +416,12 @@ def stream_failure(message: str = "fake-openai: the model failed") -> StreamFail
     return StreamFailure(message)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Server(FakeHTTPServer):
     fake: FakeOpenAI
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler[RecordedRequest]):
     server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-        """Silence the default stderr access log (requests are recorded instead)."""
-
-    # -- transport helpers used by Responder -------------------------------------------
-
-    def send_body(
-        self,
-        status: int,
-        body: bytes,
-        content_type: str,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        """Send a complete response with a Content-Length."""
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
-
-    def write_chunk(self, data: bytes) -> bool:
-        """Write one HTTP chunk; False (and the connection marked closed) on failure."""
-        try:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-            return True
-        except OSError:
-            self.close_connection = True
-            return False
-
-    def wait_open(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; return False as soon as the peer closes the socket."""
-        sock: socket.socket = self.connection
-        deadline = time.monotonic() + seconds
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return True
-            readable, _, _ = select.select([sock], [], [], left)
-            if readable:
-                try:
-                    peek = sock.recv(1, socket.MSG_PEEK)
-                except OSError:
-                    peek = b""
-                if not peek:
-                    self.close_connection = True
-                    return False
-                # The client sent more bytes (a pipelined request): keep waiting.
-                time.sleep(min(left, 0.01))  # not a synchronisation: avoid a busy loop
-
-    # -- request handling --------------------------------------------------------------
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            raw = self.rfile.read(length)
-        elif self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().strip().split(b";")[0] or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    break
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            raw = b"".join(parts)
-        else:
-            raw = b""
-        encoding = self.headers.get("Content-Encoding", "").lower()
-        if encoding == "gzip":
-            raw = gzip.decompress(raw)
-        elif encoding == "deflate":
-            raw = zlib.decompress(raw)
-        return raw
-
-    def _record(self) -> RecordedRequest:
-        raw = self._read_body()
-        body: Any = None
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = None
-        return self.server.fake._record(
-            self.command, self.path, {k: v for k, v in self.headers.items()}, raw, body
-        )
 
     def do_GET(self) -> None:  # noqa: N802 - http.server naming
         """``GET /v1/models`` (and anything else: 404, recorded)."""
@@ -549,7 +449,7 @@ class _Handler(BaseHTTPRequestHandler):
             request.script = "not_found"
             self.send_body(404, b'{"error": {"message": "not found"}}', "application/json")
             return
-        script = fake._next_script()
+        script = fake._next_reply()
         request.script = script.name
         responder = Responder(self, request, fake.model)
         try:
@@ -559,12 +459,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = self.close_connection or request.disconnected
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeServer[Script, RecordedRequest]):
     """A scriptable fake Responses API server on 127.0.0.1 (a context manager).
 
     ``url`` is the provider ``base_url`` (ending in ``/v1``). Scripts are played in
     order, one per ``POST /v1/responses``; :meth:`enqueue` adds more at any time.
     """
+
+    name = "fake-openai"
+    server_type = _Server
+    handler_type = _Handler
+    url_path = "/v1"
 
     def __init__(
         self,
@@ -573,108 +478,21 @@ class FakeOpenAI:
         model: str = DEFAULT_MODEL,
         default: Script | None = None,
     ) -> None:
+        super().__init__(scripts, default or TextReply(UNSCRIPTED_TEXT, name="unscripted"))
         self.model = model
-        self._scripts: deque[Script] = deque(scripts)
-        self._default = default or TextReply(UNSCRIPTED_TEXT, name="unscripted")
-        self._requests: list[RecordedRequest] = []
-        self._cond = threading.Condition()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------------------
-
-    def start(self) -> FakeOpenAI:
-        """Bind a free port on 127.0.0.1 and serve in a background thread."""
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.fake = self
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-openai")
-        self._thread.daemon = True
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listening socket."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The TCP port the server listens on."""
-        assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """The base URL to configure as the model provider's ``base_url``."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    # -- scripting ---------------------------------------------------------------------
 
     def enqueue(self, *scripts: Script) -> None:
-        """Append scripts to the queue."""
-        with self._cond:
-            self._scripts.extend(scripts)
+        """Append scripts to the queue (:meth:`add`)."""
+        self.add(*scripts)
 
-    @property
-    def pending(self) -> int:
-        """How many scripts are still queued."""
-        with self._cond:
-            return len(self._scripts)
-
-    def _next_script(self) -> Script:
-        with self._cond:
-            return self._scripts.popleft() if self._scripts else self._default
-
-    # -- recording ---------------------------------------------------------------------
-
-    def _record(
-        self, method: str, path: str, headers: dict[str, str], raw: bytes, body: Any
+    def _new_request(
+        self, index: int, method: str, path: str, headers: dict[str, str], raw: bytes, body: Any
     ) -> RecordedRequest:
-        with self._cond:
-            request = RecordedRequest(len(self._requests), method, path, headers, raw, body)
-            self._requests.append(request)
-            self._cond.notify_all()
-            return request
-
-    def _changed(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, in arrival order."""
-        with self._cond:
-            return list(self._requests)
+        return RecordedRequest(index, method, path, headers, raw, body)
 
     def responses_requests(self) -> list[RecordedRequest]:
         """The ``POST .../responses`` requests received so far."""
         return [r for r in self.requests if r.method == "POST" and r.path.endswith("/responses")]
-
-    def wait_until(
-        self, predicate: Callable[[FakeOpenAI], bool], timeout: float, what: str = "condition"
-    ) -> None:
-        """Block until ``predicate(self)`` holds (re-checked on every request or reply end)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(self):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"fake-openai: timed out after {timeout}s waiting for {what}"
-                    )
-                self._cond.wait(min(left, 0.1))
 
     def wait_for_disconnect(self, timeout: float) -> RecordedRequest:
         """Wait until a reply was cut short because the client closed the connection."""
