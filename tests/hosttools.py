@@ -236,6 +236,91 @@ class HostProc:
         return self.proc.poll() is None
 
 
+Event = dict[str, Any]
+#: An offset past any journal's head: attaching there delivers live events only.
+HEAD = 1 << 40
+
+
+def events_until(conn: RawConn, predicate: Callable[[Event], bool]) -> list[Event]:
+    """Events (responses skipped) up to and including the first matching ``predicate``."""
+    out: list[Event] = []
+    while True:
+        frame = conn.frame()
+        if frame["kind"] != "event":
+            continue
+        out.append(frame)
+        if predicate(frame):
+            return out
+
+
+def is_state(state: str) -> Callable[[Event], bool]:
+    """A predicate: the event is a change to ``state``."""
+    return lambda e: e["type"] == "state" and e["state"] == state
+
+
+def is_result(event: Event) -> bool:
+    """Whether the event is a turn's result."""
+    return bool(event["type"] == "result")
+
+
+def entries(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The chat entries among ``events`` (the user's too)."""
+    return [e["chat_entry"] for e in events if e["type"] == "chat_entry"]
+
+
+def chat(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The agent's chat entries among ``events`` (not the user's)."""
+    return [e for e in entries(events) if e["role"] != "user"]
+
+
+def results(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The results (one per turn) among ``events``."""
+    return [e["result"] for e in events if e["type"] == "result"]
+
+
+def states(events: Sequence[Event]) -> list[str]:
+    """The states the events change to, in order."""
+    return [e["state"] for e in events if e["type"] == "state"]
+
+
+def attached(host: HostProc, offset: int = HEAD, timeout: float = 10.0) -> RawConn:
+    """A raw connection attached at ``offset`` (by default after the current head: live
+    events only); ``timeout`` bounds each of its reads."""
+    conn = host.raw(timeout=timeout)
+    head = conn.request("host.attach", {"offset": offset})
+    assert head["success"], head
+    return conn
+
+
+def turn(host: HostProc, text: str, timeout: float = 10.0) -> list[Event]:
+    """Send ``text`` on a connection attached after the head; the events up to the
+    turn's result."""
+    with attached(host, timeout=timeout) as conn:
+        assert conn.request("host.send", {"input": text})["success"]
+        return events_until(conn, is_result)
+
+
+def settle(conn: RawConn, count: int = 1) -> list[Event]:
+    """Events up to the ``count``-th result and the ``idle`` state after it."""
+    events: list[Event] = []
+    while len(results(events)) < count or not is_state("idle")(events[-1]):
+        events += events_until(conn, lambda e: e["type"] in ("result", "state"))
+    return events
+
+
+def settled_turn(conn: RawConn, text: str, count: int = 1) -> list[Event]:
+    """Send ``text`` on ``conn`` (attached already); the events until :func:`settle`."""
+    assert conn.request("host.send", {"input": text})["success"]
+    return settle(conn, count)
+
+
+def history(host: HostProc) -> list[Event]:
+    """The host's chat history (``host.history`` entries)."""
+    with host.raw() as conn:
+        found: list[Event] = conn.request("host.history")["payload"]["entries"]
+    return found
+
+
 def serve_argv(
     home: Path,
     agent_id: str,

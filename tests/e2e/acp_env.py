@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
@@ -46,7 +47,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 from claude_env import ClaudeDirs, claude_env
-from clis import ensure_cli
+from clis import CliUnavailable, ensure_cli
 from codex_env import config_toml
 from fakes import anthropic, gemini, openai
 from fakes.anthropic import FakeAnthropic
@@ -66,6 +67,12 @@ REFUSING_PROXY = "http://127.0.0.1:9"
 GEMINI_MODEL = "gemini-2.5-flash"
 CODEX_API_KEY = "sk-fake-agenthost-e2e"
 GEMINI_API_KEY = "fake-gemini-key"
+
+COMMAND = "echo hello | tee approved.txt"
+"""The shell command tests script; written through ``tee`` so a test can tell whether
+it really ran (``approved.txt`` exists)."""
+LONG = "word " * 60
+"""A long answer, for streams slow enough to cancel."""
 
 # Variables of the caller passed on (everything else is dropped: a developer's API
 # keys, proxies, IS_SANDBOX=yes, CI variables never reach an agent).
@@ -586,3 +593,26 @@ def faketime_prefix(offset: str) -> list[str]:
     """``faketime -f OFFSET`` (e.g. ``+2m``) when libfaketime is installed, else []."""
     binary = shutil.which("faketime")
     return [binary, "-f", offset] if binary else []
+
+
+def _unavailable(what: str) -> None:
+    """Skip the test without ``what``; fail it in CI (``AGENTHOST_E2E_REQUIRED=1``)."""
+    if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
+        pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but {what}")
+    pytest.skip(what)
+
+
+def require_cli(name: str) -> None:
+    """Install the agent's package (by :data:`AGENTS` name), or skip (fail in CI)."""
+    try:
+        ensure_cli(CLI_OF[name])
+    except CliUnavailable as exc:
+        _unavailable(f"{name} is unavailable: {exc}")
+
+
+def require_faketime(offset: str) -> list[str]:
+    """:func:`faketime_prefix`, or skip (fail in CI) when faketime is not installed."""
+    prefix = faketime_prefix(offset)
+    if not prefix:
+        _unavailable("faketime is not installed")
+    return prefix

@@ -11,6 +11,7 @@ unless ``AGENTHOST_E2E_REQUIRED=1`` (CI), where that is a failure. Nothing sleep
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -19,24 +20,23 @@ from typing import Any
 import pytest
 from acp_env import (
     AGENTS,
-    CLI_OF,
+    COMMAND,
     KITS,
+    LONG,
     AcpAgent,
     AgentDirs,
     AgentKit,
     agent_command,
     agent_dirs,
-    faketime_prefix,
+    require_cli,
+    require_faketime,
 )
-from clis import CliUnavailable, ensure_cli
 
+import hosttools
 from conftest import HostFactory
-from hosttools import PY, HostProc, RawConn, wait_for
+from hosttools import PY, Event, HostProc, chat, events_until, history, is_result, wait_for
 
-Event = dict[str, Any]
 TIMEOUT = 60.0
-COMMAND = "echo hello | tee approved.txt"  # tee: the file proves it ran
-LONG = "word " * 60
 #: An agent line carrying a chunk of LONG (the model's words, not a warning).
 STREAMED = re.compile(r'"agent_message_chunk".*"text":\s*"word')
 #: Variables the host itself needs from the test process (not the agent's business).
@@ -46,12 +46,7 @@ HOST_KEEPS = ("PYTHONPATH",)
 @pytest.fixture(params=AGENTS)
 def kit(request: pytest.FixtureRequest) -> AgentKit:
     """The agent under test; its package installed (skip, or fail in CI, without it)."""
-    try:
-        ensure_cli(CLI_OF[request.param])
-    except CliUnavailable as exc:
-        if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-            pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but {request.param} is unavailable: {exc}")
-        pytest.skip(f"{request.param} is unavailable: {exc}")
+    require_cli(request.param)
     return KITS[request.param]
 
 
@@ -99,51 +94,14 @@ def start(kit: AgentKit, dirs: AgentDirs, host_factory: HostFactory) -> Start:
     return factory
 
 
-def attached(host: HostProc) -> RawConn:
-    """A raw connection attached after the current head."""
-    conn = host.raw(timeout=TIMEOUT)
-    assert conn.request("host.attach", {"offset": 1 << 40})["success"]
-    return conn
-
-
-def until(conn: RawConn, predicate: Callable[[Event], bool]) -> list[Event]:
-    """Events (responses skipped) up to and including the first that matches."""
-    out: list[Event] = []
-    while True:
-        frame = conn.frame()
-        if frame["kind"] != "event":
-            continue
-        out.append(frame)
-        if predicate(frame):
-            return out
-
-
-def is_result(e: Event) -> bool:
-    return e["type"] == "result"
-
-
-def turn(host: HostProc, text: str) -> list[Event]:
-    """Send ``text``; the events up to the turn's result."""
-    with attached(host) as conn:
-        assert conn.request("host.send", {"input": text})["success"]
-        return until(conn, is_result)
-
-
-def chat(events: list[Event]) -> list[Event]:
-    """The agent's chat entries among ``events``."""
-    entries = [e["chat_entry"] for e in events if e["type"] == "chat_entry"]
-    return [e for e in entries if e["role"] != "user"]
+# The real agents answer slower than a fixture: every read waits up to TIMEOUT.
+attached = functools.partial(hosttools.attached, timeout=TIMEOUT)
+turn = functools.partial(hosttools.turn, timeout=TIMEOUT)
 
 
 def said(events: list[Event]) -> str:
     """Every assistant text among ``events``, joined."""
     return "\n".join(str(e.get("content", "")) for e in chat(events) if e["role"] == "assistant")
-
-
-def history(host: HostProc) -> list[Event]:
-    with host.raw() as conn:
-        entries: list[Event] = conn.request("host.history")["payload"]["entries"]
-    return entries
 
 
 def titled(api: Any) -> bool:
@@ -194,7 +152,8 @@ def test_tool_turn_answered_after_a_detach(
         host = start(api)
         with attached(host) as first:
             assert first.request("host.send", {"input": "Write the file."})["success"]
-            request = until(first, lambda e: e["type"] == "permission_request")[-1]["request"]
+            asked = events_until(first, lambda e: e["type"] == "permission_request")
+            request = asked[-1]["request"]
             assert first.request("host.detach")["success"]
         assert "approved.txt" in request["tool_input"]
         assert {o["kind"] for o in request["options"]} >= {"allow_once", "reject_once"}
@@ -209,7 +168,7 @@ def test_tool_turn_answered_after_a_detach(
                 "option_id": option_of(request, kind),
             }
             assert second.request("host.respond", answer)["success"]
-            events = until(second, is_result)
+            events = events_until(second, is_result)
         host.wait_state("idle", timeout=TIMEOUT)
     ran = (dirs.work / "approved.txt").exists()
     stop = events[-1]["result"]["stop_reason"]
@@ -241,12 +200,12 @@ def test_cancel_mid_stream(kit: AgentKit, start: Start) -> None:
         host = start(api)
         with attached(host) as conn:
             assert conn.request("host.send", {"input": "Talk."})["success"]
-            until(
+            events_until(
                 conn, lambda e: e["type"] == "output" and bool(STREAMED.search(e.get("data", "")))
             )
             answer = conn.request("host.interrupt")
             assert answer["success"] and answer["payload"]["sent"] is True
-            events = until(conn, is_result)
+            events = events_until(conn, is_result)
         assert events[-1]["result"]["stop_reason"] == "cancelled"
         assert events[-1]["result"]["interrupted"] is True
         partial = [e for e in chat(events) if e.get("aborted")]
@@ -265,9 +224,9 @@ def test_cancel_with_an_open_permission_request(kit: AgentKit, start: Start) -> 
         host = start(api)
         with attached(host) as conn:
             assert conn.request("host.send", {"input": "Write the file."})["success"]
-            until(conn, lambda e: e["type"] == "permission_request")
+            events_until(conn, lambda e: e["type"] == "permission_request")
             assert conn.request("host.interrupt")["success"]
-            events = until(conn, is_result)
+            events = events_until(conn, is_result)
         decided = [e["decision"]["behavior"] for e in events if e["type"] == "permission_response"]
         assert decided == ["cancelled"]
         assert events[-1]["result"]["stop_reason"] == "cancelled"
@@ -300,11 +259,7 @@ def test_resume_after_a_host_restart(kit: AgentKit, start: Start) -> None:
     the minute it was made.)"""
     prefix: tuple[str, ...] = ()
     if kit.name == "gemini":
-        prefix = tuple(faketime_prefix("+2m"))
-        if not prefix:
-            if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-                pytest.fail("AGENTHOST_E2E_REQUIRED=1 but faketime is not installed")
-            pytest.skip("faketime is not installed")
+        prefix = tuple(require_faketime("+2m"))
     with kit.fake(kit.text("First answer."), default=kit.text("Second answer.")) as api:
         host = start(api)
         sid = host.agent()["session_id"]
@@ -346,10 +301,10 @@ def test_codex_command_output_is_the_tool_result(kit: AgentKit, start: Start) ->
         host = start(api)
         with attached(host) as conn:
             assert conn.request("host.send", {"input": "Write the file."})["success"]
-            request = until(conn, lambda e: e["type"] == "permission_request")[-1]["request"]
+            request = events_until(conn, lambda e: e["type"] == "permission_request")[-1]["request"]
             answer = {"request_id": request["request_id"], "behavior": "allow"}
             assert conn.request("host.respond", answer)["success"]
-            until(conn, is_result)
+            events_until(conn, is_result)
     (result,) = [e for e in history(host) if "tool_result" in e]
     assert result["tool_result"].strip() == "hello"
 

@@ -11,7 +11,6 @@ Nothing sleeps: every wait has a deadline and wakes on the agent's messages.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,42 +21,20 @@ import pytest_asyncio
 from acp import RequestError
 from acp_env import (
     AGENTS,
-    CLI_OF,
+    COMMAND,
     KITS,
+    LONG,
     AcpAgent,
     AgentDirs,
     AgentKit,
     agent_command,
     agent_dirs,
     faketime_prefix,
+    require_cli,
+    require_faketime,
 )
-from clis import CliUnavailable, ensure_cli
 
 from hosttools import wait_for
-
-COMMAND = "echo hello | tee approved.txt"
-"""Written through ``tee`` so a test can tell whether the command really ran."""
-LONG = "word " * 60
-
-
-def require_cli(name: str) -> None:
-    """Install the agent's package, or skip (fail under AGENTHOST_E2E_REQUIRED=1)."""
-    try:
-        ensure_cli(CLI_OF[name])
-    except CliUnavailable as exc:
-        if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-            pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but {name} is unavailable: {exc}")
-        pytest.skip(f"{name} is unavailable: {exc}")
-
-
-def require_faketime() -> list[str]:
-    """The faketime prefix that moves an agent's clock 2 minutes ahead."""
-    prefix = faketime_prefix("+2m")
-    if not prefix:
-        if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-            pytest.fail("AGENTHOST_E2E_REQUIRED=1 but faketime is not installed")
-        pytest.skip("faketime is not installed")
-    return prefix
 
 
 @pytest.fixture
@@ -354,7 +331,7 @@ async def test_gemini_load_replays_after_the_response(kit: AgentKit, dirs: Agent
     """``session/load`` (Gemini offers no resume) in a second process whose clock is two
     minutes ahead: the conversation is replayed as updates, streamed on after the load
     response, and the session goes on."""
-    later = require_faketime()
+    later = require_faketime("+2m")
     with kit.fake(kit.text("First answer."), default=kit.text("Second answer.")) as api:
         argv, env = agent_command(kit.name, api.url, dirs)
         session_id = await _first_session(kit, api, dirs, argv)
@@ -389,7 +366,7 @@ async def test_gemini_loses_a_session_loaded_in_the_same_minute(
     loading writes that file anew: loaded within the minute it was created, the session
     is overwritten before it is read (upstream bug). Both processes start at the same
     fake wall-clock minute here, so the loss is certain."""
-    require_faketime()
+    require_faketime("+2m")
     frozen = faketime_prefix("@2026-01-01 12:00:00")
     with kit.fake(kit.text("First answer.")) as api:
         argv, env = agent_command(kit.name, api.url, dirs)

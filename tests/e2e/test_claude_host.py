@@ -9,20 +9,30 @@ socket like any client. Skipped when the CLI cannot be installed, unless
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from claude_env import DEFAULT_MODEL, FAST_RETRY_ENV, ClaudeDirs, claude_env, temp_dirs
 from clis import CliUnavailable, ensure_cli
 from fakes.anthropic import FakeAnthropic, error, slow_text, text, tool_use
 
+import hosttools
 from conftest import HostFactory
-from hosttools import HostProc, RawConn
+from hosttools import (
+    Event,
+    HostProc,
+    RawConn,
+    entries,
+    events_until,
+    history,
+    is_state,
+    results,
+    settled_turn,
+)
 
-Event = dict[str, Any]
 WRITE_COMMAND = "touch marker.txt && echo hello"  # not read-only: the CLI asks first
 
 
@@ -74,44 +84,8 @@ def start(
     return factory
 
 
-def until(conn: RawConn, predicate: Callable[[Event], bool]) -> list[Event]:
-    """Events (responses skipped) up to the first that matches."""
-    out: list[Event] = []
-    while True:
-        f = conn.frame()
-        if f["kind"] != "event":
-            continue
-        out.append(f)
-        if predicate(f):
-            return out
-
-
-def state(name: str) -> Callable[[Event], bool]:
-    return lambda e: e["type"] == "state" and e["state"] == name
-
-
-def results(events: list[Event]) -> list[dict[str, Any]]:
-    return [e["result"] for e in events if e["type"] == "result"]
-
-
-def entries(events: list[Event]) -> list[dict[str, Any]]:
-    return [e["chat_entry"] for e in events if e["type"] == "chat_entry"]
-
-
-def turn(conn: RawConn, message: str, count: int = 1) -> list[Event]:
-    """Send ``message``; events up to the ``count``-th result and the idle after it."""
-    conn.send("host.send", {"input": message})
-    events: list[Event] = []
-    while len(results(events)) < count or not state("idle")(events[-1]):
-        events += until(conn, lambda e: e["type"] in ("result", "state"))
-    return events
-
-
-def attached(host: HostProc) -> RawConn:
-    """A connection attached at the head: live events only."""
-    conn = host.raw(timeout=30)
-    conn.request("host.attach", {"offset": 10**9})
-    return conn
+# A connection for live events only; reads wait longer than for a fixture.
+attached = functools.partial(hosttools.attached, timeout=30)
 
 
 def test_text_turns_and_status(start: Start, server: FakeAnthropic) -> None:
@@ -119,8 +93,8 @@ def test_text_turns_and_status(start: Start, server: FakeAnthropic) -> None:
     host = start()
     assert host.agent()["state"] == "idle"
     with attached(host) as conn:
-        first = turn(conn, "Say hello")
-        second = turn(conn, "And again")
+        first = settled_turn(conn, "Say hello")
+        second = settled_turn(conn, "And again")
     assert [e["role"] for e in entries(first)] == ["user", "assistant"]
     assert entries(first)[1]["content"] == "Hello from the fake API."
     assert entries(second)[1]["content"] == "Second answer."
@@ -134,16 +108,14 @@ def test_text_turns_and_status(start: Start, server: FakeAnthropic) -> None:
     # the model saw both messages in one conversation
     texts = server.user_texts()  # the CLI adds system reminders around them
     assert len(texts) == 2 and "Say hello" in texts[0] and texts[1].endswith("And again")
-    with host.raw() as conn:
-        history = conn.request("host.history")["payload"]
-    assert [e["role"] for e in history["entries"]] == ["user", "assistant"] * 2
+    assert [e["role"] for e in history(host)] == ["user", "assistant"] * 2
 
 
 def test_tool_turn(start: Start, server: FakeAnthropic) -> None:
     server.add(tool_use("Bash", {"command": "echo hello"}), text("It printed hello."))
     host = start()
     with attached(host) as conn:
-        events = turn(conn, "Run echo hello")
+        events = settled_turn(conn, "Run echo hello")
     chats = entries(events)
     call = next(c for c in chats if c.get("tool_name") == "Bash" and "tool_result" not in c)
     done = next(c for c in chats if "tool_result" in c)
@@ -160,21 +132,15 @@ def test_message_sent_during_a_turn_runs_as_its_own_turn(
     host = start()
     with attached(host) as conn:
         conn.send("host.send", {"input": "First"})
-        events = until(conn, state("running"))
+        events = events_until(conn, is_state("running"))
         server.wait_for_deltas(1)  # the first answer is streaming
         conn.send("host.send", {"input": "Second"})
-        events += until(conn, state("idle"))
+        events += events_until(conn, is_state("idle"))
     assert len(results(events)) == 2
     answers = [c["content"] for c in entries(events) if c["role"] == "assistant"]
     assert answers[-1] == "Second."
     # one "running" for both turns: the first result did not make it idle
     assert [e["state"] for e in events if e["type"] == "state"] == ["running", "idle"]
-
-
-def history(host: HostProc) -> list[dict[str, Any]]:
-    with host.raw() as conn:
-        entries: list[dict[str, Any]] = conn.request("host.history")["payload"]["entries"]
-    return entries
 
 
 def test_message_sent_while_a_tool_runs_is_folded_and_the_host_gets_idle(
@@ -188,9 +154,11 @@ def test_message_sent_while_a_tool_runs_is_folded_and_the_host_gets_idle(
     host = start(cli_args=("--allowedTools", "Bash"))
     with attached(host) as conn:
         conn.send("host.send", {"input": "Sleep for three seconds"})
-        events = until(conn, lambda e: e["type"] == "chat_entry" and "input" in e["chat_entry"])
+        events = events_until(
+            conn, lambda e: e["type"] == "chat_entry" and "input" in e["chat_entry"]
+        )
         conn.send("host.send", {"input": "Also say hi"})  # while `sleep 3` runs
-        events += until(conn, state("idle"))
+        events += events_until(conn, is_state("idle"))
     assert len(results(events)) == 1
     assert host.agent()["state"] == "idle"
     # the model saw the second message inside the first turn
@@ -208,9 +176,11 @@ def test_message_sent_while_a_permission_is_open_is_folded_and_the_host_gets_idl
     with attached(host) as conn:
         request = permission_turn(conn)
         conn.send("host.send", {"input": "Also say hi"})  # the question is still open
-        until(conn, lambda e: e["type"] == "chat_entry" and e["chat_entry"]["role"] == "user")
+        events_until(
+            conn, lambda e: e["type"] == "chat_entry" and e["chat_entry"]["role"] == "user"
+        )
         conn.request("host.respond", {"request_id": request["request_id"], "behavior": "allow"})
-        events = until(conn, state("idle"))
+        events = events_until(conn, is_state("idle"))
     assert len(results(events)) == 1 and (dirs.worktree / "marker.txt").exists()
     assert host.agent()["state"] == "idle"
     assert [e["content"] for e in history(host) if e["role"] == "user"] == [
@@ -224,25 +194,25 @@ def test_interrupt_a_streaming_turn(start: Start, server: FakeAnthropic) -> None
     host = start()
     with attached(host) as conn:
         conn.send("host.send", {"input": "Talk for a long time"})
-        until(conn, state("running"))
+        events_until(conn, is_state("running"))
         # it is streaming now, and the CLI has had some text (a delta sent is not yet one
         # the CLI read: interrupted before it did, the CLI has no partial answer to mark)
         server.wait_for_deltas(4)
         assert conn.request("host.interrupt")["payload"] == {"sent": True, "method": "control"}
-        events = until(conn, state("idle"))
+        events = events_until(conn, is_state("idle"))
         (result,) = results(events)
         assert result["subtype"] == "error_during_execution" and result["is_error"] is True
         assert result["terminal_reason"] == "aborted_streaming"
         aborted = [c for c in entries(events) if c.get("aborted")]
         assert aborted and aborted[0]["role"] == "assistant"
         # the agent is alive and takes the next message
-        after = turn(conn, "Go on")
+        after = settled_turn(conn, "Go on")
     assert entries(after)[-1]["content"] == "After the interrupt."
 
 
 def permission_turn(conn: RawConn) -> Event:
     conn.send("host.send", {"input": "Make a marker file"})
-    events = until(conn, state("waiting"))
+    events = events_until(conn, is_state("waiting"))
     (request,) = [e["request"] for e in events if e["type"] == "permission_request"]
     return request  # type: ignore[no-any-return]
 
@@ -258,7 +228,7 @@ def test_permission_allowed(start: Start, server: FakeAnthropic, dirs: ClaudeDir
             "host.respond", {"request_id": request["request_id"], "behavior": "allow"}
         )
         assert resp["success"]
-        events = until(conn, state("idle"))
+        events = events_until(conn, is_state("idle"))
     assert (dirs.worktree / "marker.txt").exists()  # the real CLI ran it
     assert [e["decision"]["behavior"] for e in events if e["type"] == "permission_response"] == [
         "allow"
@@ -276,7 +246,7 @@ def test_permission_denied(start: Start, server: FakeAnthropic, dirs: ClaudeDirs
             "host.respond",
             {"request_id": request["request_id"], "behavior": "deny", "message": "not now"},
         )
-        events = until(conn, state("idle"))
+        events = events_until(conn, is_state("idle"))
     assert not (dirs.worktree / "marker.txt").exists()
     tool_result = next(c for c in entries(events) if "tool_result" in c)
     assert tool_result["is_error"] is True and "not now" in tool_result["tool_result"]
@@ -298,7 +268,7 @@ def test_permission_answered_by_a_client_that_attached_later(
         attach = later.request("host.attach", {"offset": 10**9})["payload"]
         assert [r["request_id"] for r in attach["pending"]] == [request["request_id"]]
         later.request("host.respond", {"request_id": request["request_id"], "behavior": "allow"})
-        until(later, state("idle"))
+        events_until(later, is_state("idle"))
     assert (dirs.worktree / "marker.txt").exists()
 
 
@@ -306,11 +276,11 @@ def test_api_error_is_reported_and_the_agent_survives(start: Start, server: Fake
     server.add(error(500), error(500), text("Back again."))
     host = start()
     with attached(host) as conn:
-        failed = turn(conn, "Hello?")
+        failed = settled_turn(conn, "Hello?")
         (result,) = results(failed)
         assert result["is_error"] is True and result["terminal_reason"] == "api_error"
         assert "API Error" in host.agent()["last_error"]
-        recovered = turn(conn, "Hello again")
+        recovered = settled_turn(conn, "Hello again")
     assert entries(recovered)[-1]["content"] == "Back again."
     assert host.agent()["state"] == "idle"
 
@@ -322,7 +292,7 @@ def test_api_error_is_an_error_event_and_in_history(
     server.add(error(status), error(status))  # the call and its one retry
     host = start()
     with attached(host) as conn:
-        events = turn(conn, "Hello?")
+        events = settled_turn(conn, "Hello?")
     (failure,) = [e for e in events if e["type"] == "error"]
     # e.g. "API Error: 500 Internal server error. …", "API Error: Request rejected (429) · …"
     assert failure["error"].startswith("API Error") and str(status) in failure["error"]
@@ -340,10 +310,10 @@ def test_interrupted_turn_is_not_a_failure(start: Start, server: FakeAnthropic) 
     host = start()
     with attached(host) as conn:
         conn.send("host.send", {"input": "Talk for a long time"})
-        until(conn, state("running"))
+        events_until(conn, is_state("running"))
         server.wait_for_deltas(1)
         conn.request("host.interrupt")
-        events = until(conn, state("idle"))
+        events = events_until(conn, is_state("idle"))
     assert not [e for e in events if e["type"] == "error"]
     (result,) = results(events)
     assert result["interrupted"] is True
@@ -371,12 +341,12 @@ def test_resume_continues_the_session(
     server.add(text("Remember: blue."), text("You said blue."))
     first = start(agent_id="r1")
     with attached(first) as conn:
-        session = results(turn(conn, "My colour is blue"))[0]["session_id"]
+        session = results(settled_turn(conn, "My colour is blue"))[0]["session_id"]
         conn.request("host.stop", {"timeout": 10})
     first.wait_exit()
     second = start("--resume", session, agent_id="r1")
     with attached(second) as conn:
-        turn(conn, "What is my colour?")
+        settled_turn(conn, "What is my colour?")
     assert second.agent()["session_id"] == session
     # the resumed CLI sent the earlier conversation to the model
     assert "My colour is blue" in server.user_texts()[0]

@@ -10,10 +10,10 @@ has a deadline.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -21,10 +21,22 @@ from clis import CliUnavailable, ensure_cli
 from codex_env import MODEL, CodexEnv
 from fakes.openai import FakeOpenAI, error, shell, slow_text, text
 
+import hosttools
 from conftest import HostFactory
-from hosttools import HostProc, RawConn, pid_gone, wait_for
+from hosttools import (
+    Event,
+    HostProc,
+    entries,
+    events_until,
+    is_state,
+    pid_gone,
+    results,
+    settle,
+    settled_turn,
+    states,
+    wait_for,
+)
 
-Event = dict[str, Any]
 TIMEOUT = 20.0
 APPROVAL_COMMAND = "echo hello | tee approved.txt"  # tee: the file proves it ran
 ASKING = ("--agent-opt", "approval_policy=untrusted")  # asks before every command
@@ -75,64 +87,22 @@ def start(codex_bin: Path, codex: CodexEnv, host_factory: HostFactory) -> Start:
     return factory
 
 
-def attached(host: HostProc, offset: int = 0) -> RawConn:
-    conn = host.raw(timeout=TIMEOUT)
-    assert conn.request("host.attach", {"offset": offset})["success"]
-    return conn
-
-
-def until(conn: RawConn, predicate: Callable[[Event], bool]) -> list[Event]:
-    """Events up to and including the first that matches (responses are skipped)."""
-    out: list[Event] = []
-    while True:
-        frame = conn.frame()
-        if frame["kind"] != "event":
-            continue
-        out.append(frame)
-        if predicate(frame):
-            return out
-
-
-def is_state(name: str) -> Callable[[Event], bool]:
-    return lambda e: e["type"] == "state" and e["state"] == name
+# Codex's tests read every event from the journal's start, and wait longer than for a
+# fixture.
+attached = functools.partial(hosttools.attached, offset=0, timeout=TIMEOUT)
 
 
 def is_type(name: str) -> Callable[[Event], bool]:
     return lambda e: e["type"] == name
 
 
-def settle(conn: RawConn, results: int = 1) -> list[Event]:
-    """Events up to the ``results``-th ``result`` and the ``idle`` after it."""
-    events: list[Event] = []
-    while sum(e["type"] == "result" for e in events) < results or not is_state("idle")(events[-1]):
-        events += until(conn, lambda e: e["type"] in ("result", "state"))
-    return events
-
-
-def turn(conn: RawConn, message: str) -> list[Event]:
-    assert conn.request("host.send", {"input": message})["success"]
-    return settle(conn)
-
-
-def entries(events: list[Event]) -> list[dict[str, Any]]:
-    return [e["chat_entry"] for e in events if e["type"] == "chat_entry"]
-
-
-def results(events: list[Event]) -> list[dict[str, Any]]:
-    return [e["result"] for e in events if e["type"] == "result"]
-
-
-def states(events: list[Event]) -> list[str]:
-    return [e["state"] for e in events if e["type"] == "state"]
-
-
 def test_text_turn_and_status(start: Start, server: FakeOpenAI) -> None:
     server.enqueue(text("Hello from the fake model."))
     host = start()
     with attached(host) as conn:
-        before = until(conn, is_state("idle"))
+        before = events_until(conn, is_state("idle"))
         assert states(before) == ["running", "idle"]  # the handshake, then ready
-        events = turn(conn, "Say hello.")
+        events = settled_turn(conn, "Say hello.")
     assert states(events) == ["running", "idle"]
     user, assistant = entries(events)
     assert (user["role"], user["content"]) == ("user", "Say hello.")
@@ -158,7 +128,7 @@ def test_command_turn(start: Start, server: FakeOpenAI) -> None:
     server.enqueue(shell("echo hello"), text("It printed hello."))
     host = start()
     with attached(host) as conn:
-        events = turn(conn, "Run echo hello.")
+        events = settled_turn(conn, "Run echo hello.")
     user, call, done, answer = entries(events)
     assert (call["role"], call["tool_name"], call["tool_input"]) == ("tool", "shell", "echo hello")
     assert "echo hello" in call["input"]["command"]
@@ -173,8 +143,8 @@ def test_two_messages_in_one_process(start: Start, server: FakeOpenAI) -> None:
     host = start()
     pid = host.agent()["pid"]
     with attached(host) as conn:
-        first = turn(conn, "First message.")
-        second = turn(conn, "Second message.")
+        first = settled_turn(conn, "First message.")
+        second = settled_turn(conn, "Second message.")
     assert [e["content"] for e in entries(first + second)] == [
         "First message.",
         "First answer.",
@@ -192,9 +162,9 @@ def test_message_during_a_turn_is_held_for_its_own_turn(start: Start, server: Fa
     host = start()
     with attached(host) as conn:
         assert conn.request("host.send", {"input": "First message."})["success"]
-        until(conn, lambda e: e["type"] == "output" and "agentMessage/delta" in e["data"])
+        events_until(conn, lambda e: e["type"] == "output" and "agentMessage/delta" in e["data"])
         assert conn.request("host.send", {"input": "Second message."})["success"]
-        events = settle(conn, results=2)
+        events = settle(conn, 2)
     first, second = results(events)
     assert first["subtype"] == second["subtype"] == "completed"
     assert states(events) == ["idle"]  # running throughout, idle after the second turn
@@ -211,7 +181,7 @@ def test_interrupt(start: Start, server: FakeOpenAI) -> None:
     host = start()
     with attached(host) as conn:
         assert conn.request("host.send", {"input": "Talk slowly."})["success"]
-        until(conn, lambda e: e["type"] == "output" and "agentMessage/delta" in e["data"])
+        events_until(conn, lambda e: e["type"] == "output" and "agentMessage/delta" in e["data"])
         response = conn.request("host.interrupt")
         assert response["payload"] == {"sent": True, "method": "control"}
         events = settle(conn)
@@ -227,7 +197,7 @@ def test_interrupt(start: Start, server: FakeOpenAI) -> None:
         assert agent["state"] == "idle" and agent["pid"] > 0
         with host.raw() as other:  # nothing runs now: nothing to interrupt
             assert other.request("host.interrupt")["payload"]["sent"] is False
-        after = turn(conn, "Still there?")
+        after = settled_turn(conn, "Still there?")
     assert results(after)[0]["subtype"] == "completed"
     assert entries(after)[-1]["content"] == "Back again."
 
@@ -242,7 +212,7 @@ def test_approval_allowed_then_denied(start: Start, server: FakeOpenAI, codex: C
     host = start(*ASKING)
     with attached(host) as conn:
         assert conn.request("host.send", {"input": "Write approved.txt."})["success"]
-        asked = until(conn, is_state("waiting"))
+        asked = events_until(conn, is_state("waiting"))
         (request,) = [e["request"] for e in asked if e["type"] == "permission_request"]
         (call,) = [e for e in entries(asked) if e["role"] == "tool"]
         assert request["tool_name"] == "shell" and request["tool_input"] == APPROVAL_COMMAND
@@ -260,7 +230,7 @@ def test_approval_allowed_then_denied(start: Start, server: FakeOpenAI, codex: C
         assert (codex.workdir / "approved.txt").read_text() == "hello\n"
 
         assert conn.request("host.send", {"input": "Write denied.txt."})["success"]
-        asked = until(conn, is_state("waiting"))
+        asked = events_until(conn, is_state("waiting"))
         (request,) = [e["request"] for e in asked if e["type"] == "permission_request"]
         answer = {"request_id": request["request_id"], "behavior": "deny", "message": "No."}
         assert conn.request("host.respond", answer)["success"]
@@ -280,7 +250,7 @@ def test_approval_answered_by_a_client_that_attached_later(
     host = start(*ASKING)
     with attached(host) as first:
         assert first.request("host.send", {"input": "Write approved.txt."})["success"]
-        asked = until(first, is_state("waiting"))
+        asked = events_until(first, is_state("waiting"))
         (request,) = [e["request"] for e in asked if e["type"] == "permission_request"]
         last_seen = asked[-1]["offset"]
         assert first.request("host.detach")["success"]
@@ -307,7 +277,7 @@ def test_model_api_failure(start: Start, server: FakeOpenAI) -> None:
     host = start()
     pid = host.agent()["pid"]
     with attached(host) as conn:
-        events = turn(conn, "This will fail.")
+        events = settled_turn(conn, "This will fail.")
         errors = [e["error"] for e in events if e["type"] == "error"]
         assert len(errors) >= 2 and all(
             m.startswith("codex error (will retry)") for m in errors[:-1]
@@ -322,7 +292,7 @@ def test_model_api_failure(start: Start, server: FakeOpenAI) -> None:
         agent = host.agent()
         assert agent["state"] == "idle" and agent["pid"] == pid
         assert agent["last_error"] == result["error"]
-        again = turn(conn, "Try again.")
+        again = settled_turn(conn, "Try again.")
     assert results(again)[0]["subtype"] == "completed"
     assert entries(again)[-1]["content"] == "Recovered."
 
@@ -333,7 +303,9 @@ def test_stop_ends_codex_and_its_commands(start: Start, server: FakeOpenAI) -> N
     codex_pid = host.agent()["pid"]
     with attached(host) as conn:
         assert conn.request("host.send", {"input": "Sleep."})["success"]
-        until(conn, lambda e: e["type"] == "chat_entry" and e["chat_entry"]["role"] == "tool")
+        events_until(
+            conn, lambda e: e["type"] == "chat_entry" and e["chat_entry"]["role"] == "tool"
+        )
 
     def sleeper() -> list[psutil.Process]:
         try:
@@ -361,14 +333,14 @@ def test_resume_continues_the_thread(
     server.enqueue(text("I will remember banana."), text("The word was banana."))
     first = start(agent_id="cx-a")
     with attached(first) as conn:
-        turn(conn, "Remember the word banana.")
+        settled_turn(conn, "Remember the word banana.")
     session = first.agent()["session_id"]
     with first.raw(timeout=TIMEOUT) as conn:
         assert conn.request("host.stop", {"timeout": 10})["payload"]["exit_code"] == 0
     second = start("--resume", session, agent_id="cx-b")
     assert second.agent()["session_id"] == session
     with attached(second) as conn:
-        events = turn(conn, "What was the word?")
+        events = settled_turn(conn, "What was the word?")
     assert entries(events)[-1]["content"] == "The word was banana."
     assert server.responses_requests()[-1].user_texts()[-2:] == [
         "Remember the word banana.",

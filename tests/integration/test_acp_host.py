@@ -7,19 +7,28 @@ The agent's prompt text chooses what it does (see the fixture's docstring); its
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import HostFactory
-from hosttools import PY, HostProc, RawConn, wait_for
+from hosttools import (
+    PY,
+    HostProc,
+    attached,
+    chat,
+    events_until,
+    history,
+    is_result,
+    is_state,
+    turn,
+    wait_for,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ACP_AGENT = FIXTURES / "acp_agent.py"
 SDK_AGENT = FIXTURES / "acp_sdk_agent.py"  # the official SDK's agent side
-Event = dict[str, Any]
 
 
 def acp_host(
@@ -36,53 +45,6 @@ def acp_host(
     host = host_factory(agent_id, "--agent", "acp", "--cwd", str(worktree), *args, command=command)
     host.wait_state("idle")
     return host
-
-
-def events_until(conn: RawConn, predicate: Callable[[Event], bool]) -> list[Event]:
-    """Events (responses skipped) up to the first one matching ``predicate``."""
-    out: list[Event] = []
-    while True:
-        frame = conn.frame()
-        if frame["kind"] != "event":
-            continue
-        out.append(frame)
-        if predicate(frame):
-            return out
-
-
-def is_state(state: str) -> Callable[[Event], bool]:
-    return lambda e: e["type"] == "state" and e["state"] == state
-
-
-def is_result(e: Event) -> bool:
-    return e["type"] == "result"
-
-
-def chat(events: list[Event]) -> list[Event]:
-    """The agent's chat entries among ``events`` (not the user's)."""
-    entries = [e["chat_entry"] for e in events if e["type"] == "chat_entry"]
-    return [e for e in entries if e["role"] != "user"]
-
-
-def attached(host: HostProc) -> RawConn:
-    """A raw connection attached after the current head."""
-    conn = host.raw()
-    head = conn.request("host.attach", {"offset": 1 << 40})
-    assert head["success"], head
-    return conn
-
-
-def turn(host: HostProc, text: str) -> list[Event]:
-    """Send ``text`` and return the events up to the turn's result."""
-    with attached(host) as conn:
-        conn.request("host.send", {"input": text})
-        return events_until(conn, is_result)
-
-
-def history(host: HostProc) -> list[Event]:
-    with host.raw() as conn:
-        entries: list[Event] = conn.request("host.history")["payload"]["entries"]
-    return entries
 
 
 def test_a_text_turn(home: Path, host_factory: HostFactory) -> None:

@@ -13,23 +13,7 @@ import subprocess
 from typing import Any
 
 from conftest import HostFactory
-from hosttools import PY, RawConn, lines_agent
-
-
-def events_until(conn: RawConn, predicate: Any) -> list[dict[str, Any]]:
-    """Events (responses skipped) up to the first one matching ``predicate``."""
-    out: list[dict[str, Any]] = []
-    while True:
-        f = conn.frame()
-        if f["kind"] != "event":
-            continue
-        out.append(f)
-        if predicate(f):
-            return out
-
-
-def is_state(state: str) -> Any:
-    return lambda e: e["type"] == "state" and e["state"] == state
+from hosttools import PY, RawConn, events_until, is_state, lines_agent
 
 
 def ask(host: Any) -> tuple[RawConn, dict[str, Any]]:
