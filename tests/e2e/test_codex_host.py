@@ -28,6 +28,7 @@ from hosttools import (
     HostProc,
     entries,
     events_until,
+    history,
     is_state,
     pid_gone,
     results,
@@ -114,9 +115,7 @@ def test_text_turn_and_status(start: Start, server: FakeOpenAI) -> None:
     assert agent["backend"] == "codex" and agent["state"] == "idle" and agent["model"] == MODEL
     assert agent["session_id"] == result["session_id"] and agent["turns"] == 1
     assert agent["usage"]["input_tokens"] == 100 and agent["usage"]["output_tokens"] == 10
-    with host.raw() as conn:
-        history = conn.request("host.history")["payload"]["entries"]
-    assert [(e["role"], e["content"]) for e in history] == [
+    assert [(e["role"], e["content"]) for e in history(host)] == [
         ("user", "Say hello."),
         ("assistant", "Hello from the fake model."),
     ]
