@@ -76,6 +76,7 @@ def preload_modules() -> tuple[str, ...]:
 
     return (*PRELOAD, *adapter_modules())
 
+
 FAILPOINT_ENV: Final = "AGENTHOST_FACTORY_FAILPOINT"
 _PR_SET_CHILD_SUBREAPER: Final = 36
 _EXIT_SOFTWARE: Final = 70  # sysexits EX_SOFTWARE: the forked host failed unexpectedly
