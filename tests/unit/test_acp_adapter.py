@@ -36,6 +36,8 @@ from agenthost.agents.base import (
 from agenthost.errors import ConfigError, InvalidPayload
 from agenthost.protocol import AgentState
 
+from jsonvalues import json_values
+
 SID = "sess-1"
 CWD = "/work/tree"
 Msg = dict[str, Any]
@@ -1220,13 +1222,7 @@ def test_an_over_long_line_is_reported_once() -> None:
     assert peer.line("hello") and errors(peer.line("hello"))  # parsed again (not JSON)
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+JSON = json_values(key_size=12)
 FIELDS = st.sampled_from(
     [
         "sessionUpdate",

@@ -37,6 +37,8 @@ from agenthost.agents.codex import BINARY_ENV, CodexAdapter
 from agenthost.errors import ConfigError, InvalidPayload
 from agenthost.protocol import AgentState, HistoryEntry
 
+from jsonvalues import json_values
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "codex"
 IDLE = StateChange(AgentState.IDLE)
 RUNNING = StateChange(AgentState.RUNNING)
@@ -884,13 +886,7 @@ def test_sent_text_is_always_a_valid_line() -> None:
     assert turn["params"]["input"][0]["text"] == 'lone ? surrogate, "quotes"\nand a newline'
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+JSON = json_values()
 METHODS = st.sampled_from(
     [
         "turn/started",
