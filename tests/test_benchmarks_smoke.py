@@ -176,3 +176,20 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     stdout = proc.stdout.decode()
     assert "Throughput" in stdout and "Journal" in stdout
     assert "Goals of issue 15" in stdout and "Goals of issue 8" in stdout
+
+
+def test_the_acp_bridge_benchmark_reports_its_figures() -> None:
+    script = ROOT / "benchmarks" / "acp_bridge.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--messages", "20", "--runs", "2", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=150,  # a hang guard, not a speed assertion
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
+    figures = json.loads(proc.stdout)
+    # the first run replays the 20 messages (and the user's), the second those and its own
+    assert figures["replayed_updates"]["min"] == 21 and figures["replayed_updates"]["p90"] == 42
+    assert figures["live_updates"]["p50"] == 20
+    for key in ("start_cpu_ms", "load_us_per_update", "live_us_per_update", "pss_mib_after_load"):
+        assert _positive(figures[key]["p50"]), (key, figures[key])
