@@ -4,8 +4,10 @@
 ``session/update`` notifications (docs/acp.md has the table), whatever adapter wrote
 the events: chat entries become message, thought, plan and tool call updates; the raw
 output of an agent without structured output (``lines``) becomes message text; errors
-become message text too, so the user sees them. It remembers only what the mapping
-needs: which tool calls the editor has seen start. :func:`stop_reason` is a turn's
+become message text too, so the user sees them; a permission question sets its tool
+call ``pending``, an allow sets it ``in_progress``. It remembers only what the mapping
+needs: which tool calls the editor has seen start, and which call each open question
+is about. :func:`stop_reason` is a turn's
 ACP stop reason, from its last ``result`` event.
 """
 
@@ -83,11 +85,13 @@ class UpdateMapper:
     def __init__(self, *, structured: bool = True) -> None:
         self.structured = structured
         self._started: dict[str, None] = {}  # tool calls the editor saw start (ordered)
+        self._asked: dict[str, str] = {}  # permission request id -> its tool call id
         self._last_error = ""  # the text of the last error shown (see _assistant)
 
     def reset(self) -> None:
         """A new stream: nothing of the old one was seen."""
         self._started.clear()
+        self._asked.clear()
         self._last_error = ""
 
     def updates(self, event: StreamEvent) -> list[dict[str, Any]]:
@@ -100,7 +104,25 @@ class UpdateMapper:
         if event.type == "error" and event.error:
             self._last_error = event.error
             return [chunk(schema.AGENT_MESSAGE_CHUNK, f"Error: {event.error}\n")]
+        if event.type == "permission_request" and event.request is not None:
+            # the call the question is about waits for an answer
+            call_id = event.request.tool_use_id
+            if call_id is not None:
+                self._asked[event.request.request_id] = call_id
+                if len(self._asked) > STARTED_MAX:
+                    del self._asked[next(iter(self._asked))]
+            return self._status(call_id, "pending")
+        if event.type == "permission_response" and event.decision is not None:
+            if event.decision.behavior == "allow":  # it runs now
+                return self._status(self._asked.pop(event.decision.request_id, None), "in_progress")
+            self._asked.pop(event.decision.request_id, None)
         return []
+
+    def _status(self, call_id: str | None, status: str) -> list[dict[str, Any]]:
+        """A status update of a tool call the editor saw start (none for another)."""
+        if call_id is None or call_id not in self._started:
+            return []
+        return [{"sessionUpdate": schema.TOOL_CALL_UPDATE, "toolCallId": call_id, "status": status}]
 
     def _entry(self, entry: HistoryEntry, offset: int) -> list[dict[str, Any]]:
         last_error, self._last_error = self._last_error, ""
@@ -130,8 +152,10 @@ class UpdateMapper:
         seen = call_id in self._started
         update: dict[str, Any] = {"toolCallId": call_id}
         if entry.tool_result is None:
+            # an adapter that names no status records a call when it runs (a permission
+            # question, if any, follows and sets it pending)
             status = extra.get("status")
-            update["status"] = status if status in schema.TOOL_STATUSES else "pending"
+            update["status"] = status if status in schema.TOOL_STATUSES else "in_progress"
         else:
             status = extra.get("status")
             if status not in ("completed", "failed"):

@@ -384,7 +384,7 @@ def test_chat_entries_become_messages_thoughts_plans_and_tool_calls() -> None:
         "toolCallId": "t1",
         "title": "Bash: ls -la",
         "kind": "execute",
-        "status": "pending",
+        "status": "in_progress",  # recorded without a status: it runs
         "rawInput": {"command": "ls -la"},
     }
     assert got[3] == {
@@ -400,6 +400,32 @@ def test_chat_entries_become_messages_thoughts_plans_and_tool_calls() -> None:
     assert got[7]["sessionUpdate"] == "tool_call" and got[7]["status"] == "completed"
     assert got[7]["title"] == "Edit" and got[7]["kind"] == "edit"
     assert len(got) == 8  # empty text, result, state, raw output, permission: nothing
+
+
+@pytest.mark.parametrize(("behavior", "after"), [("allow", ["in_progress"]), ("deny", [])])
+def test_a_question_sets_its_call_pending_and_an_allow_sets_it_running(
+    behavior: str, after: list[str]
+) -> None:
+    """Claude's and Codex's adapters record a call, then ask about it: the editor sees
+    it wait for the answer, then run (a denied one ends with its failed result)."""
+    bridge, _ = opened()
+    started = updates(bridge.event(entry(1, "tool", tool_name="Bash", tool_use_id="t1")))
+    assert started[0]["update"]["status"] == "in_progress"
+    asked = perm("r1", tool_use_id="t1").model_dump(mode="json")
+    statuses = [
+        u["update"] for u in updates(bridge.event(event(2, "permission_request", request=asked)))
+    ]
+    assert statuses == [
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "pending"}
+    ]
+    decision = {"request_id": "r1", "behavior": behavior}
+    answered = updates(bridge.event(event(3, "permission_response", decision=decision)))
+    assert [u["update"]["status"] for u in answered] == after
+    # a question about a call the editor never saw start changes nothing
+    other = perm("r2", tool_use_id="unseen").model_dump(mode="json")
+    assert updates(bridge.event(event(4, "permission_request", request=other))) == []
+    decision = {"request_id": "r2", "behavior": "allow"}
+    assert updates(bridge.event(event(5, "permission_response", decision=decision))) == []
 
 
 def test_a_running_tool_call_updated_keeps_the_editors_title_unless_it_has_input() -> None:
