@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Final
 
 from agenthost._version import __version__
 from agenthost.acp import jsonrpc, schema
-from agenthost.agents.acpupdates import SessionUpdates, obj, text_or, usage_counts
+from agenthost.agents.acpupdates import SessionUpdates, text_or, usage_counts
 from agenthost.agents.base import (
     DEFERRED,
     Adapter,
@@ -53,7 +53,7 @@ from agenthost.agents.base import (
     turn_failed,
     turn_interrupted,
 )
-from agenthost.agents.streamjson import clip
+from agenthost.agents.streamjson import clip, obj
 from agenthost.errors import ConfigError, InvalidPayload
 from agenthost.protocol import AgentState
 

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from agenthost.acp import schema
 from agenthost.agents.base import AdapterEvent, Chat, ErrorNote, InfoUpdate
-from agenthost.agents.streamjson import clip, compact
+from agenthost.agents.streamjson import clip, compact, obj, remember
 
 KEPT: Final = 1000
 """Tool calls (and other per-id records) remembered at most: an endless session must
@@ -60,18 +60,6 @@ _SUMMARY_KEYS: Final = (
     "description",
 )
 _PLAN_MARKS: Final = {"completed": "[x]", "in_progress": "[~]"}
-
-
-def remember(table: dict[Any, Any], key: Any, value: Any, limit: int = KEPT) -> None:
-    """``table[key] = value``, forgetting the oldest entry beyond ``limit``."""
-    table[key] = value
-    if len(table) > limit:
-        table.pop(next(iter(table)))
-
-
-def obj(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one (fields may be null or wrong)."""
-    return value if isinstance(value, dict) else {}
 
 
 def text_or(value: Any, default: str = "") -> str:
@@ -385,7 +373,7 @@ class SessionUpdates:
         call = self.tools.get(tool_id)
         if call is None:  # an update of a call never announced announces it
             call = ToolCall(tool_id)
-            remember(self.tools, tool_id, call)
+            remember(self.tools, tool_id, call, KEPT)
         call.merge(update)
         events = self.flush()
         if call.status in FINAL_STATUSES:

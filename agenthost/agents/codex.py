@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
 from agenthost._version import __version__
+from agenthost.acp import jsonrpc
 from agenthost.agents.base import (
     DEFERRED,
     Adapter,
@@ -42,7 +43,14 @@ from agenthost.agents.base import (
     turn_failed,
     turn_interrupted,
 )
-from agenthost.agents.streamjson import clip, compact, content_text, summarize_tool_input
+from agenthost.agents.streamjson import (
+    clip,
+    compact,
+    content_text,
+    obj,
+    remember,
+    summarize_tool_input,
+)
 from agenthost.errors import ConfigError, InvalidPayload
 from agenthost.protocol import AgentState
 
@@ -72,7 +80,6 @@ _NOT_INPUT: Final = frozenset(
     {"threadId", "turnId", "itemId", "startedAtMs", "environmentId", "availableDecisions"}
 )
 _SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash"})
-_KEPT: Final = 1000  # started tool items / agent messages remembered at most
 _PARTIAL_MAX: Final = 100_000  # deltas of a streamed answer kept, to close it on a cut
 
 
@@ -195,7 +202,7 @@ class CodexAdapter(Adapter):
         if not isinstance(msg, dict) or ("method" not in msg and "id" not in msg):
             events.append(ErrorNote(f"agent printed a line that is not JSON-RPC: {clip(line)}"))
             return events
-        method, params = msg.get("method"), _obj(msg.get("params"))
+        method, params = msg.get("method"), obj(msg.get("params"))
         if not isinstance(method, str):
             events.extend(self._response(msg))
         elif "id" in msg:
@@ -260,14 +267,14 @@ class CodexAdapter(Adapter):
             text = error.get("message") if isinstance(error, dict) else None
             note = ErrorNote(f"codex {method} failed: {text or compact(error)}")
             return [note, *self._request_failed(method, rid)]
-        result = _obj(msg.get("result"))
+        result = obj(msg.get("result"))
         if method == "initialize":
             self._phase = "thread"
             return [_write(method="initialized"), self._handshake_request()]
         if method in ("thread/start", "thread/resume"):
             return self._thread_ready(method, result)
         if method == "turn/start" and rid == self._turn_call:
-            return self._turn_known(_obj(result.get("turn")).get("id"))
+            return self._turn_known(obj(result.get("turn")).get("id"))
         return []
 
     def _request_failed(self, method: str, rid: int) -> list[AdapterEvent]:
@@ -286,7 +293,7 @@ class CodexAdapter(Adapter):
         return [*events, StateChange(AgentState.IDLE)]
 
     def _thread_ready(self, method: str, result: dict[str, Any]) -> list[AdapterEvent]:
-        tid = _obj(result.get("thread")).get("id")
+        tid = obj(result.get("thread")).get("id")
         if not isinstance(tid, str) or not tid:
             note = ErrorNote(f"codex {method} answered without a thread id")
             return [note, *self._request_failed(method, 0)]
@@ -306,7 +313,7 @@ class CodexAdapter(Adapter):
         return [self._interrupt()] if self._interrupt_wanted else []
 
     def _turn_started(self, params: dict[str, Any]) -> list[AdapterEvent]:
-        return self._turn_known(_obj(params.get("turn")).get("id"))
+        return self._turn_known(obj(params.get("turn")).get("id"))
 
     def _error(self, params: dict[str, Any]) -> list[AdapterEvent]:
         turn_id = params.get("turnId")
@@ -314,12 +321,12 @@ class CodexAdapter(Adapter):
         if final and self._turn_active and turn_id in (None, self._turn_id or turn_id):
             # the running turn failed for good: report it as every adapter does
             self._failure_reported = True
-            error = _obj(params.get("error"))
+            error = obj(params.get("error"))
             return turn_failed(_error_text(error), _http_status(error))
         return [_error_note(params)]
 
     def _turn_completed(self, params: dict[str, Any]) -> list[AdapterEvent]:
-        turn = _obj(params.get("turn"))
+        turn = obj(params.get("turn"))
         status = turn.get("status") if isinstance(turn.get("status"), str) else "unknown"
         # Codex never completes an answer it cut (interrupt, error): close it here.
         cut = [text for text in map("".join, self._partial.values()) if text]
@@ -331,7 +338,7 @@ class CodexAdapter(Adapter):
         self._partial.clear()
         self._asks.clear()
         result: dict[str, Any] = {"subtype": status, "is_error": status != "completed"}
-        error_obj = _obj(turn.get("error"))
+        error_obj = obj(turn.get("error"))
         if isinstance(turn.get("durationMs"), int | float):
             result["duration_ms"] = turn["durationMs"]
         usage = {k: v - self._usage_base.get(k, 0) for k, v in self._usage_total.items()}
@@ -365,7 +372,7 @@ class CodexAdapter(Adapter):
         return [StateChange(AgentState.IDLE)]
 
     def _token_usage(self, params: dict[str, Any]) -> list[AdapterEvent]:
-        usage = _obj(params.get("tokenUsage"))
+        usage = obj(params.get("tokenUsage"))
         total = _snake_counts(usage.get("total"))
         if not total:
             return []
@@ -385,12 +392,12 @@ class CodexAdapter(Adapter):
             return []
         item_id = item["id"]
         if item.get("type") == "agentMessage":
-            _remember(self._partial, item_id, [])
+            remember(self._partial, item_id, [])
             return []
         call = _describe(item)
         if call is None:
             return []
-        _remember(self._tools, item_id, call)
+        remember(self._tools, item_id, call)
         name, summary, tool_input = call
         entry = {"role": "tool", "tool_name": name, "tool_input": summary, "input": tool_input}
         return [Chat({**entry, "tool_use_id": item_id})]
@@ -500,8 +507,8 @@ def _outcome(item: dict[str, Any]) -> dict[str, Any]:
             outcome["exit_code"] = code
         return {**outcome, "is_error": failed or code not in (0, None)}
     if item.get("type") == "mcpToolCall":
-        text = content_text(_obj(item.get("result")).get("content"))
-        error = _obj(item.get("error")).get("message")
+        text = content_text(obj(item.get("result")).get("content"))
+        error = obj(item.get("error")).get("message")
         return {"tool_result": error or text, "is_error": failed or error is not None}
     return {"tool_result": str(status), "is_error": failed}
 
@@ -520,7 +527,7 @@ def _command_summary(fields: dict[str, Any]) -> str:
 
 
 def _error_note(params: dict[str, Any]) -> ErrorNote:
-    error = _obj(params.get("error"))
+    error = obj(params.get("error"))
     retrying = " (will retry)" if params.get("willRetry") is True else ""
     return ErrorNote(f"codex error{retrying}: {_error_text(error)}", _http_status(error))
 
@@ -538,8 +545,8 @@ def _error_text(error: dict[str, Any]) -> str:
 def _http_status(error: dict[str, Any]) -> int | None:
     """The HTTP status in a Codex error's ``codexErrorInfo``, e.g.
     ``{"responseTooManyFailedAttempts": {"httpStatusCode": 429}}`` (often null)."""
-    for detail in _obj(error.get("codexErrorInfo")).values():
-        status = _obj(detail).get("httpStatusCode")
+    for detail in obj(error.get("codexErrorInfo")).values():
+        status = obj(detail).get("httpStatusCode")
         if isinstance(status, int) and not isinstance(status, bool):
             return status
     return None
@@ -556,18 +563,7 @@ def _snake_counts(counts: Any) -> dict[str, int]:
     }
 
 
-def _remember(table: dict[str, Any], key: str, value: Any) -> None:
-    table[key] = value
-    if len(table) > _KEPT:  # bound memory on endless sessions
-        table.pop(next(iter(table)))
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one (Codex's fields may be null)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _write(**message: Any) -> Write:
-    """One JSON-RPC line for Codex's stdin."""
-    # ASCII-only: never a line Codex cannot decode, whatever a client sent
-    return Write((json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":")) + "\n").encode())
+    """One JSON-RPC line for Codex's stdin (ASCII only: never a line Codex cannot
+    decode, whatever a client sent)."""
+    return Write(jsonrpc.encode(message))

@@ -450,6 +450,20 @@ def _no_constant(_name: str) -> None:
     return None
 
 
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (an agent's fields may be null
+    or of the wrong type)."""
+    return value if isinstance(value, dict) else {}
+
+
+def remember(table: dict[Any, Any], key: Any, value: Any, limit: int = 1000) -> None:
+    """``table[key] = value``, forgetting the oldest entry beyond ``limit``: what an
+    adapter keeps per call or message stays bounded on endless sessions."""
+    table[key] = value
+    if len(table) > limit:
+        table.pop(next(iter(table)))
+
+
 def clip(text: str, limit: int = SUMMARY_MAX) -> str:
     """``text`` on one line (whitespace collapsed), at most ``limit`` characters."""
     text = " ".join(text.split())  # one line: no \n, \r, \t, \v, \f
