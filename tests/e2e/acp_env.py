@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import clis
 import psutil
-import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
@@ -47,7 +47,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 from claude_env import ClaudeDirs, claude_env
-from clis import CliUnavailable, ensure_cli
+from clis import ensure_cli
 from codex_env import config_toml
 from fakes import anthropic, gemini, openai
 from fakes.anthropic import FakeAnthropic
@@ -595,24 +595,14 @@ def faketime_prefix(offset: str) -> list[str]:
     return [binary, "-f", offset] if binary else []
 
 
-def _unavailable(what: str) -> None:
-    """Skip the test without ``what``; fail it in CI (``AGENTHOST_E2E_REQUIRED=1``)."""
-    if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-        pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but {what}")
-    pytest.skip(what)
-
-
-def require_cli(name: str) -> None:
+def require_agent(name: str) -> None:
     """Install the agent's package (by :data:`AGENTS` name), or skip (fail in CI)."""
-    try:
-        ensure_cli(CLI_OF[name])
-    except CliUnavailable as exc:
-        _unavailable(f"{name} is unavailable: {exc}")
+    clis.require_cli(CLI_OF[name])
 
 
 def require_faketime(offset: str) -> list[str]:
     """:func:`faketime_prefix`, or skip (fail in CI) when faketime is not installed."""
     prefix = faketime_prefix(offset)
     if not prefix:
-        _unavailable("faketime is not installed")
+        clis.unavailable("faketime is not installed")
     return prefix

@@ -88,6 +88,26 @@ def ensure_cli(name: str) -> Path:
     return binary
 
 
+def require_cli(name: str) -> Path:
+    """For a test: the CLI's executable (:func:`ensure_cli`), or skip the test when it
+    cannot be installed; fail it instead when ``AGENTHOST_E2E_REQUIRED=1`` (CI), where
+    a real-component test must never be skipped."""
+    try:
+        return ensure_cli(name)
+    except CliUnavailable as exc:
+        unavailable(f"the {name} CLI is unavailable: {exc}")
+        raise  # not reached: unavailable() always raises
+
+
+def unavailable(what: str) -> None:
+    """Skip the test without ``what``; fail it in CI (``AGENTHOST_E2E_REQUIRED=1``)."""
+    import pytest  # only tests call this; `make e2e-clis` runs this file without pytest
+
+    if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
+        pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but {what}")
+    pytest.skip(what)
+
+
 if __name__ == "__main__":  # `python tests/e2e/clis.py`: install (or find) them all
     import sys
 

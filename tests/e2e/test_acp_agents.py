@@ -28,7 +28,7 @@ from acp_env import (
     AgentKit,
     agent_command,
     agent_dirs,
-    require_cli,
+    require_agent,
     require_faketime,
 )
 
@@ -46,7 +46,7 @@ HOST_KEEPS = ("PYTHONPATH",)
 @pytest.fixture(params=AGENTS)
 def kit(request: pytest.FixtureRequest) -> AgentKit:
     """The agent under test; its package installed (skip, or fail in CI, without it)."""
-    require_cli(request.param)
+    require_agent(request.param)
     return KITS[request.param]
 
 

@@ -23,7 +23,7 @@ import pytest
 from acp import RequestError
 from acp_env import COMMAND, AcpAgent
 from claude_env import DEFAULT_MODEL, FAST_RETRY_ENV, ClaudeDirs, claude_env, temp_dirs
-from clis import CliUnavailable, ensure_cli
+from clis import require_cli
 from codex_env import CodexEnv
 from fakes import anthropic, openai
 
@@ -40,12 +40,7 @@ JsonDict = dict[str, Any]
 
 def cli(name: str) -> Path:
     """The real CLI ``name``, installed on first use; skip (or fail in CI) without it."""
-    try:
-        return ensure_cli(name)
-    except CliUnavailable as exc:
-        if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-            pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but the {name} CLI is unavailable: {exc}")
-        pytest.skip(f"the {name} CLI is unavailable: {exc}")
+    return require_cli(name)
 
 
 # The fakes and directories are fixtures asked for before ``host_factory``, so that they

@@ -30,7 +30,7 @@ from acp_env import (
     agent_command,
     agent_dirs,
     faketime_prefix,
-    require_cli,
+    require_agent,
     require_faketime,
 )
 
@@ -45,7 +45,7 @@ def dirs() -> Iterator[AgentDirs]:
 
 @pytest.fixture(params=AGENTS)
 def kit(request: pytest.FixtureRequest) -> AgentKit:
-    require_cli(request.param)
+    require_agent(request.param)
     return KITS[request.param]
 
 

@@ -9,14 +9,13 @@ relies on. Skipped when the CLI cannot be installed, unless ``AGENTHOST_E2E_REQU
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clis import CliUnavailable, ensure_cli
+from clis import require_cli
 from codex_env import API_KEY, AppServer, CodexEnv, Message
 from fakes.openai import FakeOpenAI, shell, slow_text, text
 
@@ -29,12 +28,7 @@ APPROVAL_COMMAND = "echo hello | tee approved.txt"
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
     """The real CLI, installed from npm on first use; skip (or fail in CI) without it."""
-    try:
-        return ensure_cli("codex")
-    except CliUnavailable as exc:
-        if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-            pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but the codex CLI is unavailable: {exc}")
-        pytest.skip(f"the codex CLI is unavailable: {exc}")
+    return require_cli("codex")
 
 
 @pytest.fixture

@@ -11,13 +11,12 @@ has a deadline.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from clis import CliUnavailable, ensure_cli
+from clis import require_cli
 from codex_env import MODEL, CodexEnv
 from fakes.openai import FakeOpenAI, error, shell, slow_text, text
 
@@ -46,12 +45,7 @@ ASKING = ("--agent-opt", "approval_policy=untrusted")  # asks before every comma
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
     """The real CLI, installed from npm on first use; skip (or fail in CI) without it."""
-    try:
-        return ensure_cli("codex")
-    except CliUnavailable as exc:
-        if os.environ.get("AGENTHOST_E2E_REQUIRED") == "1":
-            pytest.fail(f"AGENTHOST_E2E_REQUIRED=1 but the codex CLI is unavailable: {exc}")
-        pytest.skip(f"the codex CLI is unavailable: {exc}")
+    return require_cli("codex")
 
 
 @pytest.fixture
