@@ -802,7 +802,7 @@ def probe_host(
     agent_id: str, *, home: str | Path | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT
 ) -> StatusResponse:
     """Blocking :func:`probe_host_async`."""
-    return _run_sync(probe_host_async(agent_id, home=home, timeout=timeout))
+    return run_blocking(probe_host_async(agent_id, home=home, timeout=timeout))
 
 
 async def discover_hosts_async(
@@ -855,13 +855,14 @@ def discover_hosts(
     include_unreachable: bool = False,
 ) -> list[DiscoveredHost]:
     """Blocking :func:`discover_hosts_async`."""
-    return _run_sync(
+    return run_blocking(
         discover_hosts_async(
             home, project=project, timeout=timeout, include_unreachable=include_unreachable
         )
     )
 
 
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on a new uvloop event loop (for blocking callers)."""
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coro)

@@ -165,6 +165,12 @@ class InternalError(AgentHostError):
     code = ErrorCode.INTERNAL
 
 
+class RemoteError(NotConnected):
+    """A remote machine (``--remote``) could not be reached: ``ssh`` failed (the
+    machine, the network, the keys) or ``agenthost`` does not run there. The message
+    names the remote and what failed."""
+
+
 # --- the daemon ---------------------------------------------------------------------
 
 

@@ -47,10 +47,31 @@ SANS_IO = (
     "agenthost.acp.effects",
     "agenthost.agents.acp",
     "agenthost.agents.acpupdates",
+    "agenthost.remote",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
 IO_MODULES = ("asyncio", "socket")
+
+DAEMON_SERVER = tuple(
+    f"agenthost.daemon.{name}"
+    for name in (
+        "service",
+        "server",
+        "supervisor",
+        "startup",
+        "spawner",
+        "fanout",
+        "follower",
+        "commands",
+        "backfill",
+        "reconcile",
+        "discovery",
+        "run",
+    )
+)
+"""The daemon's own process. Its client side (``client``, ``protocol``, ``files``, and
+the ``registry`` read when no daemon answers) is for every client."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,14 @@ def rules() -> Iterator[Rule]:
             "the ACP editor bridge is a client of hosts: it imports neither host nor daemon",
             "agenthost.acp",
             f"agenthost.{service}",
+            True,
+        )
+    for forbidden in ("agenthost.host", "agenthost.cli", *DAEMON_SERVER):
+        yield Rule(
+            "the web gateway is a client of hosts and the daemon: it imports neither the "
+            "host, the daemon's server side, nor the CLI",
+            "agenthost.web",
+            forbidden,
             True,
         )
     for service in ("host", "daemon", "client", "cli", "follow"):

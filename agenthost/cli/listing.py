@@ -1,13 +1,15 @@
 """What ``agenthost list`` shows: the hosts found on disk merged with what the daemon
-knows, as table rows or JSON. Pure functions over already-fetched data (no sockets),
-so the merge is tested without processes."""
+knows, as table rows (the JSON is :func:`agenthost.inventory.json_items`). Pure
+functions over already-fetched data (no sockets), so the merge is tested without
+processes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from agenthost.cli.render import fit, uptime_of
+from agenthost.inventory import json_items, only_daemon_known
 
 if TYPE_CHECKING:
     from agenthost.client import DiscoveredHost
@@ -64,15 +66,6 @@ def _record_row(record: DaemonAgent) -> list[str]:
     ]
 
 
-def only_daemon_known(
-    hosts: Iterable[DiscoveredHost], known: Mapping[str, DaemonAgent]
-) -> list[DaemonAgent]:
-    """The daemon's agents that have no socket in the hosts directory (lost, failed,
-    stopped, restarting), by id."""
-    seen = {h.agent_id for h in hosts}
-    return [r for agent_id, r in sorted(known.items()) if agent_id not in seen]
-
-
 def table_rows(
     hosts: Sequence[DiscoveredHost], known: Mapping[str, DaemonAgent]
 ) -> tuple[list[str], list[list[str]]]:
@@ -90,34 +83,4 @@ def table_rows(
     return headers, rows
 
 
-def json_items(
-    hosts: Sequence[DiscoveredHost], known: Mapping[str, DaemonAgent]
-) -> list[dict[str, Any]]:
-    """``agenthost list --json``: one object per agent, sorted by agent id."""
-    out: list[dict[str, Any]] = []
-    for h in hosts:
-        item: dict[str, Any] = {
-            "agent_id": h.agent_id,
-            "socket_path": str(h.socket_path),
-            "reachable": h.status is not None,
-            "alive": h.alive,
-        }
-        if h.status is not None:
-            item["agent"] = h.status.agent.model_dump(mode="json", exclude_none=True)
-            item["host"] = h.status.host.model_dump(mode="json", exclude_none=True)
-        else:
-            item["error"] = h.error
-        if h.agent_id in known:
-            item["daemon"] = known[h.agent_id].model_dump(mode="json", exclude_none=True)
-        out.append(item)
-    for record in only_daemon_known(hosts, known):
-        out.append(
-            {
-                "agent_id": record.agent_id,
-                "reachable": False,
-                "alive": False,
-                "daemon": record.model_dump(mode="json", exclude_none=True),
-            }
-        )
-    out.sort(key=lambda item: str(item["agent_id"]))
-    return out
+__all__ = ["cost_text", "json_items", "table_rows"]

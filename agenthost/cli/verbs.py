@@ -38,27 +38,20 @@ def _style() -> Style:
 def list_(project: str | None, timeout: float, home: Path | None, as_json: bool) -> None:
     """List the agents: the hosts found in the hosts directory (probed in parallel) and
     what the daemon knows (lost agents, restarts), when there is one."""
-    from agenthost.cli.listing import json_items, table_rows
-    from agenthost.client import discover_hosts
-    from agenthost.daemon.client import known_agents
+    from agenthost.cli.listing import table_rows
+    from agenthost.client import run_blocking
+    from agenthost.inventory import gather
     from agenthost.paths import resolve_home
 
-    root = resolve_home(home)
-    hosts = discover_hosts(root, project=project, timeout=timeout, include_unreachable=True)
-    records, source = known_agents(root, timeout=timeout)
-    known = {
-        r.agent_id: r
-        for r in records
-        if project is None or (r.spec is not None and r.spec.project == project)
-    }
+    found = run_blocking(gather(resolve_home(home), project=project, timeout=timeout))
     if as_json:
-        print_json(json_items(hosts, known))
+        print_json(found.items())
         return
-    if not hosts and not known:
+    if not found.hosts and not found.known:
         click.echo("no agents", err=True)
         return
-    click.echo(table(*table_rows(hosts, known)))
-    if source == "registry":
+    click.echo(table(*table_rows(found.hosts, found.known)))
+    if found.source == "registry":
         click.echo("(no daemon answers: the DAEMON column is what it last recorded)", err=True)
 
 

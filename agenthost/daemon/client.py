@@ -46,7 +46,6 @@ from agenthost.errors import (
     AgentHostError,
     DaemonNotRunning,
     DaemonStartError,
-    RegistryError,
 )
 from agenthost.lockfile import is_lock_held
 from agenthost.paths import ensure_private_dir, logs_dir, resolve_home
@@ -318,35 +317,6 @@ def ensure_daemon(home: Path, *, timeout: float = 60.0, args: list[str] | None =
             wait()
             return 0
         raise
-
-
-def known_agents(home: Path, *, timeout: float = 1.0) -> tuple[list[DaemonAgent], str]:
-    """What the daemon knows, and from where: ``"daemon"`` (asked the running daemon),
-    ``"registry"`` (read its database: no daemon answers) or ``"none"`` (no daemon, no
-    readable registry). Blocking."""
-    import uvloop
-
-    from agenthost.daemon.files import registry_path
-    from agenthost.daemon.registry import Registry
-
-    async def ask() -> list[DaemonAgent]:
-        async with DaemonClient(home, connect_timeout=timeout, request_timeout=timeout * 5) as c:
-            return await c.list()
-
-    if daemon_alive(home):
-        try:
-            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                return runner.run(ask()), "daemon"
-        except AgentHostError:
-            pass  # reconciling, or stuck: what it wrote is the next best thing
-    path = registry_path(home)
-    if not path.exists():
-        return [], "none"
-    try:
-        with Registry(path, readonly=True) as registry:
-            return [r.to_wire() for r in registry.load().values()], "registry"
-    except RegistryError:
-        return [], "none"  # listing the hosts matters more than what the daemon knew
 
 
 def forget_agent(

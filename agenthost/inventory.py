@@ -1,0 +1,127 @@
+"""Every agent of a home, as ``agenthost list --json`` and ``GET /api/agents`` show it:
+the hosts found in the hosts directory (probed in parallel) merged with what the daemon
+knows (lost, failed, stopped agents, restarts). :func:`gather` does the I/O;
+:func:`json_items` is the pure merge, tested without processes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agenthost.errors import AgentHostError, RegistryError
+
+if TYPE_CHECKING:
+    from agenthost.client import DiscoveredHost
+    from agenthost.daemon.protocol import DaemonAgent
+
+KnownSource = Literal["daemon", "registry", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What :func:`gather` found."""
+
+    hosts: list[DiscoveredHost]
+    known: dict[str, DaemonAgent]
+    """The daemon's agents by id (those of ``project`` only, when one is given)."""
+    source: KnownSource
+    """Where ``known`` came from: the running daemon, its registry on disk (no daemon
+    answered), or nowhere."""
+
+    def items(self) -> list[dict[str, Any]]:
+        """The ``list --json`` objects (:func:`json_items`)."""
+        return json_items(self.hosts, self.known)
+
+
+async def known_agents_async(
+    home: Path, *, timeout: float = 1.0
+) -> tuple[list[DaemonAgent], KnownSource]:
+    """What the daemon knows, and from where: ``"daemon"`` (asked the running daemon),
+    ``"registry"`` (read its database: no daemon answers) or ``"none"`` (no daemon, no
+    readable registry)."""
+    from agenthost.daemon.client import DaemonClient, daemon_alive
+    from agenthost.daemon.files import registry_path
+    from agenthost.daemon.registry import Registry
+
+    if daemon_alive(home):
+        try:
+            async with DaemonClient(
+                home, connect_timeout=timeout, request_timeout=timeout * 5
+            ) as client:
+                return await client.list(), "daemon"
+        except AgentHostError:
+            pass  # reconciling, or stuck: what it wrote is the next best thing
+    path = registry_path(home)
+    if not path.exists():
+        return [], "none"
+
+    def read() -> list[DaemonAgent]:
+        with Registry(path, readonly=True) as registry:
+            return [r.to_wire() for r in registry.load().values()]
+
+    try:
+        return await asyncio.to_thread(read), "registry"
+    except RegistryError:
+        return [], "none"  # listing the hosts matters more than what the daemon knew
+
+
+async def gather(home: Path, *, project: str | None = None, timeout: float = 1.0) -> Inventory:
+    """Probe the hosts of ``home`` and ask its daemon, at the same time; every host's
+    answer within ``timeout`` seconds (unreachable ones are listed as such)."""
+    from agenthost.client import discover_hosts_async
+
+    hosts, (records, source) = await asyncio.gather(
+        discover_hosts_async(home, project=project, timeout=timeout, include_unreachable=True),
+        known_agents_async(home, timeout=timeout),
+    )
+    known = {
+        r.agent_id: r
+        for r in records
+        if project is None or (r.spec is not None and r.spec.project == project)
+    }
+    return Inventory(hosts, known, source)
+
+
+def only_daemon_known(
+    hosts: Iterable[DiscoveredHost], known: Mapping[str, DaemonAgent]
+) -> list[DaemonAgent]:
+    """The daemon's agents that have no socket in the hosts directory (lost, failed,
+    stopped, restarting), by id."""
+    seen = {h.agent_id for h in hosts}
+    return [r for agent_id, r in sorted(known.items()) if agent_id not in seen]
+
+
+def json_items(
+    hosts: Sequence[DiscoveredHost], known: Mapping[str, DaemonAgent]
+) -> list[dict[str, Any]]:
+    """``agenthost list --json``: one object per agent, sorted by agent id."""
+    out: list[dict[str, Any]] = []
+    for h in hosts:
+        item: dict[str, Any] = {
+            "agent_id": h.agent_id,
+            "socket_path": str(h.socket_path),
+            "reachable": h.status is not None,
+            "alive": h.alive,
+        }
+        if h.status is not None:
+            item["agent"] = h.status.agent.model_dump(mode="json", exclude_none=True)
+            item["host"] = h.status.host.model_dump(mode="json", exclude_none=True)
+        else:
+            item["error"] = h.error
+        if h.agent_id in known:
+            item["daemon"] = known[h.agent_id].model_dump(mode="json", exclude_none=True)
+        out.append(item)
+    for record in only_daemon_known(hosts, known):
+        out.append(
+            {
+                "agent_id": record.agent_id,
+                "reachable": False,
+                "alive": False,
+                "daemon": record.model_dump(mode="json", exclude_none=True),
+            }
+        )
+    out.sort(key=lambda item: str(item["agent_id"]))
+    return out
