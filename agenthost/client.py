@@ -52,6 +52,7 @@ from agenthost.paths import (
     hosts_dir,
     lock_path,
     resolve_home,
+    validate_agent_id,
 )
 from agenthost.paths import (
     socket_path as make_socket_path,
@@ -76,7 +77,9 @@ from agenthost.protocol import (
     check_peer_version,
     response_error_code,
 )
+from agenthost.remote import Remote, as_remote
 from agenthost.wire.client import ClientCore, ServiceClient, StreamLimit
+from agenthost.wire.ssh import SshLink
 
 DEFAULT_CONNECT_TIMEOUT: Final = 2.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
@@ -100,6 +103,14 @@ class AsyncClient(ServiceClient[StreamEvent]):
     The connection opens on :meth:`connect`, on ``async with``, or on the first
     request. Raise ValueError if neither ``agent_id`` nor ``socket_path``
     is given, InvalidAgentId for an id that is not one.
+
+    ``remote`` (a :class:`~agenthost.remote.Remote` or ``"[USER@]HOST[:PORT]"``): the
+    host runs on that machine, reached with ``ssh ... agenthost bridge AGENT_ID`` (give
+    an ``agent_id``; ``home``, when given, is the home on that machine; ``socket_path``
+    is then only a name for messages). Everything else is the same; a lost SSH link is
+    a lost connection (a :meth:`follow` connects again), and connecting raises
+    RemoteError when ssh fails or agenthost is not there, HostNotFound when no host
+    answers there. See docs/remote.md.
 
     Every request raises, besides the errors it names: HostNotFound (no host answers),
     Forbidden (the socket belongs to another user), NotConnected (the connection was
@@ -126,8 +137,19 @@ class AsyncClient(ServiceClient[StreamEvent]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         check_version: bool = True,
         stream_limit: StreamLimit | None = None,
+        remote: Remote | str | None = None,
     ) -> None:
-        if socket_path is None:
+        self.remote = as_remote(remote)
+        """The machine the host runs on (None: this one)."""
+        opener: SshLink | None = None
+        if self.remote is not None:
+            if agent_id is None or socket_path is not None:
+                raise ValueError("give an agent_id (and no socket_path) with a remote")
+            validate_agent_id(agent_id)
+            args = ["bridge", agent_id, *(["--home", str(home)] if home is not None else [])]
+            opener = SshLink(self.remote, args, target=f"agent {agent_id!r}")
+            socket_path = f"{self.remote}:{agent_id}"  # a name for messages, not a path
+        elif socket_path is None:
             if agent_id is None:
                 raise ValueError("give an agent_id or a socket_path")
             socket_path = make_socket_path(resolve_home(home), agent_id)
@@ -147,6 +169,7 @@ class AsyncClient(ServiceClient[StreamEvent]):
             id_prefix="c",
             timeout_hint="it may be stopped (SIGSTOP) or overloaded; `agenthost list` shows it",
             stream_limit=stream_limit,
+            opener=opener,
         )
         self._attached_at: int | None = None  # the offset of the last attach, while attached
         self.last_offset = 0
@@ -197,6 +220,8 @@ class AsyncClient(ServiceClient[StreamEvent]):
         self._attached_at = None
 
     def _name(self) -> str:
+        if self.remote is not None:
+            return f"agent {self.agent_id!r} on {self.remote}"
         return f"agent {self.agent_id!r}" if self.agent_id else str(self.socket_path)
 
     # --- requests -----------------------------------------------------------------------
@@ -543,8 +568,8 @@ class Client:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         check_version: bool = True,
         stream_limit: StreamLimit | None = None,
+        remote: Remote | str | None = None,
     ) -> None:
-        self._runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
         self._async = AsyncClient(
             agent_id,
             home=home,
@@ -553,7 +578,9 @@ class Client:
             request_timeout=request_timeout,
             check_version=check_version,
             stream_limit=stream_limit,
+            remote=remote,
         )
+        self._runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
@@ -574,6 +601,11 @@ class Client:
     def socket_path(self) -> Path:
         """The host's socket."""
         return self._async.socket_path
+
+    @property
+    def remote(self) -> Remote | None:
+        """The machine the host runs on (None: this one)."""
+        return self._async.remote
 
     @property
     def connected(self) -> bool:

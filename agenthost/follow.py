@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
-from agenthost.errors import AgentHostError, VersionUnsupported
+from agenthost.errors import AgentHostError, NotConnected, RequestTimeout, VersionUnsupported
 from agenthost.lockfile import is_lock_held
 from agenthost.position import Cursor, Gap, GapReason, Position
 from agenthost.protocol import (
@@ -40,6 +40,7 @@ from agenthost.protocol import (
     StreamEvent,
     check_peer_version,
 )
+from agenthost.remote import agenthost_missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,39 @@ def while_host_lives(lock: Path) -> KeepTrying:
     return keep_trying
 
 
-def retry_for(seconds: float) -> KeepTrying:
+REMOTE_GIVE_UP: float = 300.0
+"""Seconds in a row :func:`while_link_fails` keeps trying to reach a remote host."""
+
+
+def while_link_fails(seconds: float = REMOTE_GIVE_UP) -> KeepTrying:
+    """The default policy for a host on another machine, whose lock cannot be seen:
+    keep trying while the failure is the link (the SSH connection dropped, ssh cannot
+    reach the machine), for at most ``seconds`` in a row; end at once when the remote
+    answers that no host runs there (HostNotFound: the host exited) or refuses us.
+    As the other policies, raise the error if the follow never attached."""
+    link = retry_for(seconds)
+
+    def keep_trying(lost: Lost) -> bool:
+        if isinstance(lost.error, NotConnected | RequestTimeout) and not agenthost_missing(
+            lost.error
+        ):
+            return link(lost)
+        if lost.attaches == 0:
+            raise lost.error
+        return False
+
+    return keep_trying
+
+
+def default_policy(client: FollowClient) -> KeepTrying:
+    """:func:`while_host_lives` for a local client, :func:`while_link_fails` for one
+    with a ``remote``."""
+    if getattr(client, "remote", None) is not None:
+        return while_link_fails()
+    return while_host_lives(client.socket_path.with_suffix(".lock"))
+
+
+def retry_for(seconds: float) -> Callable[[Lost], bool]:
     """A policy: keep trying until the stream has been lost for ``seconds`` in a row
     (e.g. across a host's restart); then end, raising the error if the follow never
     attached."""
@@ -153,7 +186,8 @@ class Follow:
     ``start``: with ``after`` None, an async function of the connected client giving
     the offset to start after (default 0: from the oldest retained). ``status``: the
     host's status if just asked (saves the first request). ``keep_trying``: the policy
-    after each loss (default :func:`while_host_lives`). ``on_attached``: called after
+    after each loss (default :func:`default_policy`: while the host lives, or for a
+    remote host while the failure is the link). ``on_attached``: called after
     each attach, before its events. Both hooks may be plain or async functions; what
     they raise ends the iteration. ``backoff``: the pauses between attempts.
 
@@ -184,7 +218,7 @@ class Follow:
         self.backoff = backoff or Backoff()
         self._start = start if after is None else None
         self._status = status
-        self._keep_trying = keep_trying or while_host_lives(client.socket_path.with_suffix(".lock"))
+        self._keep_trying = keep_trying or default_policy(client)
         self._on_attached = on_attached
         self._stopped = False
         self._items: AsyncGenerator[StreamEvent | Gap, None] | None = None
@@ -356,6 +390,8 @@ __all__ = [
     "OnAttached",
     "Position",
     "SyncFollow",
+    "default_policy",
     "retry_for",
     "while_host_lives",
+    "while_link_fails",
 ]

@@ -1,17 +1,20 @@
 """Every agent of a home, as ``agenthost list --json`` and ``GET /api/agents`` show it:
 the hosts found in the hosts directory (probed in parallel) merged with what the daemon
 knows (lost, failed, stopped agents, restarts). :func:`gather` does the I/O;
-:func:`json_items` is the pure merge, tested without processes."""
+:func:`json_items` is the pure merge, tested without processes. :func:`gather_remote`
+asks another machine over ssh."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agenthost.errors import AgentHostError, RegistryError
+from agenthost.errors import AgentHostError, RegistryError, RemoteError
+from agenthost.remote import Remote, as_remote
 
 if TYPE_CHECKING:
     from agenthost.client import DiscoveredHost
@@ -83,6 +86,50 @@ async def gather(home: Path, *, project: str | None = None, timeout: float = 1.0
         if project is None or (r.spec is not None and r.spec.project == project)
     }
     return Inventory(hosts, known, source)
+
+
+REMOTE_LIST_TIMEOUT: float = 15.0
+"""Seconds :func:`gather_remote` gives a machine (ssh's connect included)."""
+
+
+async def gather_remote(
+    remote: Remote | str, *, project: str | None = None, timeout: float = REMOTE_LIST_TIMEOUT
+) -> list[dict[str, Any]]:
+    """The ``list --json`` objects of another machine (``agenthost list --json`` run
+    there over ssh, in its default home), each with ``"machine"``: the remote as
+    written (``str(remote)``). ``timeout`` covers the whole command; the remote gives
+    each of its hosts a fraction of it.
+
+    Raise RemoteError when ssh fails, agenthost is not there or fails, it does not
+    finish in time, or what it prints is not a list of agents.
+    """
+    from agenthost.wire.ssh import run_remote
+
+    machine = as_remote(remote)
+    assert machine is not None
+    args = ["list", "--json", "--timeout", f"{max(0.05, min(1.0, timeout / 4)):g}"]
+    if project is not None:
+        args += ["--project", project]
+    out = await run_remote(machine, args, timeout=timeout, target="`agenthost list`")
+    return remote_items(machine, out)
+
+
+def remote_items(remote: Remote, out: bytes) -> list[dict[str, Any]]:
+    """What ``agenthost list --json`` printed on ``remote``, checked (a list of objects
+    with a string ``agent_id``), each with ``"machine"`` added. Raise RemoteError for
+    anything else."""
+    try:
+        items = json.loads(out)
+    except ValueError as exc:
+        raise RemoteError(
+            f"{remote} did not answer `agenthost list --json` with JSON: {exc}"
+        ) from None
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("agent_id"), str) for i in items
+    ):
+        raise RemoteError(f"{remote} answered `agenthost list --json` with something else")
+    machine = str(remote)
+    return [{**item, "machine": machine} for item in items]
 
 
 def only_daemon_known(

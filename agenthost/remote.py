@@ -13,11 +13,17 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from agenthost.errors import ConfigError
+from agenthost.errors import (
+    AgentHostError,
+    ConfigError,
+    Forbidden,
+    HostNotFound,
+    RemoteError,
+)
 
 SSH_ENV: Final = "AGENTHOST_SSH"
 """Overrides the ``ssh`` program (a path, or a command with arguments)."""
@@ -104,7 +110,124 @@ def parse_remote(text: str) -> Remote:
     return Remote(host=host, user=user, port=port)
 
 
+def as_remote(value: Remote | str | None) -> Remote | None:
+    """A ``remote=`` argument as a :class:`Remote` (a string is parsed: ConfigError for
+    garbage); None stays None."""
+    if value is None or isinstance(value, Remote):
+        return value
+    return parse_remote(value)
+
+
 def _port(text: str, raw: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise ConfigError(f"invalid port in remote {raw!r}", hint="a port is 1-65535")
     return int(text)
+
+
+# --- why a connection over ssh ended (pure: the exit status and stderr in, an error out)
+
+SSH_FAILED: Final = 255
+"""The exit status of ``ssh`` itself failing (no route, refused, auth, host key)."""
+NOT_FOUND_STATUSES: Final = frozenset({126, 127})
+"""What a POSIX shell exits with for a command it cannot find (127) or run (126)."""
+NO_HOST_STATUS: Final = 3
+"""``agenthost``'s exit status when no host (or no daemon) answers (``Exit.NO_HOST``)."""
+FORBIDDEN_STATUS: Final = 7
+"""``agenthost``'s exit status for a socket served by another user (``Exit.FORBIDDEN``)."""
+STDERR_KEPT: Final = 16 << 10
+"""Bytes of an ssh process's stderr kept for its error message (the tail)."""
+_LINE_MAX: Final = 300
+_CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ERROR_PREFIX: Final = "agenthost: error: "
+_HINT_PREFIX: Final = "agenthost: hint: "
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStderr:
+    """What a remote command said on stderr, read for an error message: ``error`` (the
+    last ``agenthost: error:`` line, else the last line), ``hint`` (the last
+    ``agenthost: hint:`` line) and ``text`` (every line, cleaned)."""
+
+    error: str
+    hint: str | None
+    text: str
+
+
+def read_stderr(raw: bytes) -> RemoteStderr:
+    """The lines of a (possibly cut, possibly garbled) stderr, without control
+    characters and each at most a few hundred characters."""
+    text = raw[-STDERR_KEPT:].decode("utf-8", "replace")
+    lines = [
+        _CONTROL_RE.sub("", line).strip()[:_LINE_MAX]
+        for line in text.replace("\r", "\n").split("\n")
+    ]
+    lines = [line for line in lines if line]
+    errors = [line[len(_ERROR_PREFIX) :] for line in lines if line.startswith(_ERROR_PREFIX)]
+    hints = [line[len(_HINT_PREFIX) :] for line in lines if line.startswith(_HINT_PREFIX)]
+    error = errors[-1] if errors else (lines[-1] if lines else "")
+    return RemoteStderr(error=error, hint=hints[-1] if hints else None, text="\n".join(lines))
+
+
+def not_installed(remote: Remote, detail: str = "") -> RemoteError:
+    """The error for a remote without ``agenthost`` (where $AGENTHOST_REMOTE_COMMAND
+    points)."""
+    return RemoteError(
+        f"agenthost is not installed on {remote} (or not on its PATH; set {REMOTE_COMMAND_ENV})",
+        hint=f"the remote said: {detail}" if detail else None,
+    )
+
+
+_MISSING: Final = ("agenthost is not installed on ", "the agenthost on ")
+
+
+def agenthost_missing(error: AgentHostError) -> bool:
+    """Whether ``error`` says that agenthost is missing (or too old) on a remote: not
+    worth another attempt, unlike a dropped link."""
+    return isinstance(error, RemoteError) and error.message.startswith(_MISSING)
+
+
+def exit_error(
+    remote: Remote,
+    status: int | None,
+    stderr: bytes,
+    *,
+    target: str,
+    not_found: Callable[..., AgentHostError] = HostNotFound,
+) -> AgentHostError | None:
+    """What the exit of ``ssh ... agenthost ...`` says about a connection that ended.
+
+    ``status`` is ssh's exit status (None: still running; negative: killed by that
+    signal); ``target`` names what was asked for (``"agent 'a1'"``, ``"the daemon"``);
+    ``not_found`` makes the error for the remote's "no host answers" exit (e.g.
+    DaemonNotRunning). Return None when the exit says nothing (still running, status 0,
+    killed by a signal): the connection was simply lost.
+    """
+    if status is None or status <= 0:
+        return None
+    said = read_stderr(stderr)
+    if status == SSH_FAILED:
+        return RemoteError(
+            f"ssh to {remote} failed: {said.error or 'no message (exit status 255)'}",
+            hint="check that `ssh` reaches it without a password (BatchMode: keys or an "
+            f"agent), or set {SSH_ENV}",
+        )
+    if status in NOT_FOUND_STATUSES or "command not found" in said.text:
+        return not_installed(remote, said.error)
+    if status == NO_HOST_STATUS:
+        return not_found(
+            f"no host answers for {target} on {remote}: {said.error}"
+            if said.error
+            else f"no host answers for {target} on {remote}",
+            hint=said.hint,
+        )
+    if status == FORBIDDEN_STATUS:
+        return Forbidden(f"{remote}: {said.error}", hint=said.hint)
+    if "No such command 'bridge'" in said.text:
+        return RemoteError(
+            f"the agenthost on {remote} has no `bridge` command",
+            hint="upgrade agenthost there (--remote needs the same version on both sides)",
+        )
+    return RemoteError(
+        f"agenthost on {remote} failed (exit status {status}): {said.error or 'no message'}",
+        hint=said.hint,
+    )

@@ -52,7 +52,9 @@ from agenthost.paths import ensure_private_dir, logs_dir, resolve_home
 from agenthost.protocol import (
     StreamEvent,
 )
+from agenthost.remote import Remote, as_remote
 from agenthost.wire.client import ClientCore, ServiceClient, StreamLimit
+from agenthost.wire.ssh import SshLink
 
 M = TypeVar("M", bound=BaseModel)
 FRAME_QUEUE: Final = StreamLimit().items
@@ -75,6 +77,13 @@ class DaemonClient(ServiceClient[StreamEvent | Notice]):
     reading continues, each event once. Notices discarded meanwhile are not replayed
     (the daemon does not keep them); the new watch's positions are those of
     :attr:`watch_response`.
+
+    ``remote`` (a :class:`~agenthost.remote.Remote` or ``"[USER@]HOST[:PORT]"``): the
+    daemon of that machine, reached with ``ssh ... agenthost bridge --daemon``
+    (``home``, when given, is the home on that machine); with ``autostart`` the
+    bridge starts that daemon if none runs there. Connecting raises RemoteError when
+    ssh fails or agenthost is not there, DaemonNotRunning when no daemon answers
+    there. See docs/remote.md.
     """
 
     def __init__(
@@ -85,8 +94,24 @@ class DaemonClient(ServiceClient[StreamEvent | Notice]):
         connect_timeout: float = 2.0,
         request_timeout: float = 120.0,
         stream_limit: StreamLimit | None = None,
+        remote: Remote | str | None = None,
+        autostart: bool = False,
     ) -> None:
-        self.home = resolve_home(home)
+        self.remote = as_remote(remote)
+        """The machine of the daemon (None: this one)."""
+        opener: SshLink | None = None
+        if self.remote is not None:
+            if socket_path is not None:
+                raise ValueError("give no socket_path with a remote")
+            args = ["bridge", "--daemon", *(["--start"] if autostart else [])]
+            if home is not None:
+                args += ["--home", str(home)]
+            opener = SshLink(self.remote, args, target="the daemon", not_found=DaemonNotRunning)
+            # names for messages: the home and the socket are the remote's
+            self.home = Path(home) if home is not None else Path("~")
+            socket_path = f"{self.remote}:daemon.sock"
+        else:
+            self.home = resolve_home(home)
         self.socket_path = Path(socket_path) if socket_path else daemon_socket_path(self.home)
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -101,6 +126,7 @@ class DaemonClient(ServiceClient[StreamEvent | Notice]):
             connect_timeout=connect_timeout,
             id_prefix="d",
             stream_limit=stream_limit,
+            opener=opener,
         )
         self._watching: builtins.list[str] | None = None  # agents of the watch, if any
         self._watch_all = False
@@ -117,6 +143,8 @@ class DaemonClient(ServiceClient[StreamEvent | Notice]):
         await super().connect()
 
     def _connect_error(self, exc: OSError | TimeoutError) -> AgentHostError:
+        if self.remote is not None:
+            return DaemonNotRunning(f"no daemon answers on {self.remote}: {exc}")
         return DaemonNotRunning(
             f"no daemon answers on {self.socket_path}",
             hint="start one with `agenthost daemon` (or `agenthost run` starts it)",

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Generic, Self, TypeVar
+from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 from pydantic import BaseModel
 
@@ -66,6 +66,19 @@ class StreamLimit:
     bytes: int = 32 << 20
 
 
+class Opener(Protocol):
+    """Opens a client's connection some other way than connecting to a Unix socket
+    (e.g. :class:`agenthost.wire.ssh.SshLink`: over ssh): ``open`` gives a connected
+    AF_UNIX socket, ``ended`` says why a connection ended (given what the core saw),
+    ``close`` cleans up after a connection was closed."""
+
+    async def open(self) -> socket.socket: ...
+
+    async def ended(self, error: AgentHostError) -> AgentHostError: ...
+
+    async def close(self) -> None: ...
+
+
 @dataclass
 class _Pending:
     future: asyncio.Future[Response]
@@ -81,7 +94,9 @@ class ClientCore(Generic[S]):
     raises ProtocolError for one that breaks the protocol). ``connect_error`` turns
     the OSError (or TimeoutError) of a failed connect into the service's error; a
     PermissionError is always Forbidden. ``id_prefix`` starts every request id.
-    See the module docstring for the policy on unread stream frames.
+    ``opener``: how to open the connection instead of connecting to ``socket_path``
+    (which then only names it in messages). See the module docstring for the policy
+    on unread stream frames.
     """
 
     def __init__(
@@ -96,8 +111,10 @@ class ClientCore(Generic[S]):
         id_prefix: str,
         timeout_hint: str | None = None,
         stream_limit: StreamLimit | None = None,
+        opener: Opener | None = None,
     ) -> None:
         self.socket_path = socket_path
+        self.opener = opener
         self.service = service
         self.peer = peer
         self.connect_timeout = connect_timeout
@@ -148,16 +165,21 @@ class ClientCore(Generic[S]):
         """
         if self._writer is not None:
             return
+        if sock is None and self.opener is not None:
+            sock = await self.opener.open()  # (its own errors: it knows what it opens)
         try:
             reader, writer = await asyncio.wait_for(self._open(sock), self.connect_timeout)
         except PermissionError as exc:
+            await self._close_opener()
             raise Forbidden(f"not allowed to connect to {self.socket_path}") from exc
         except (OSError, TimeoutError) as exc:
+            await self._close_opener()
             raise self._connect_error(exc) from exc
         try:
             check_server(writer.transport, self.socket_path, self.service)
         except Forbidden:
             writer.close()  # nothing was sent
+            await self._close_opener()
             raise
         self._reader, self._writer = reader, writer
         self._closed_error = None
@@ -194,7 +216,12 @@ class ClientCore(Generic[S]):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._read_task
             self._read_task = None
+        await self._close_opener()
         self._fail(NotConnected("connection closed"))
+
+    async def _close_opener(self) -> None:
+        if self.opener is not None:
+            await self.opener.close()
 
     # --- reading ----------------------------------------------------------------------
 
@@ -216,6 +243,8 @@ class ClientCore(Generic[S]):
             error = exc
         except OSError as exc:
             error = NotConnected(f"connection lost: {exc}")
+        if self.opener is not None:
+            error = await self.opener.ended(error)
         self._fail(error)
 
     def _resolve(self, response: Response) -> None:
