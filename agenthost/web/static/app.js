@@ -1,0 +1,155 @@
+// The page: log in with a token, then the overview of every agent (#/) or one agent's
+// conversation (#/agent/KEY). Hash routes, so Back works and a link can be shared
+// (a link never holds a token).
+
+import { api, ApiError, setUnauthorizedHandler } from "./api.js";
+import { h, replace } from "./dom.js";
+import { showOverview } from "./overview.js";
+import { showAgent } from "./agent.js";
+
+const app = document.getElementById("app");
+const conn = document.getElementById("conn");
+const whoami = document.getElementById("whoami");
+const logoutButton = document.getElementById("logout");
+
+/** Who is logged in: {name, scopes} from GET /api/me, or null. */
+let me = null;
+/** The view on screen: an object with close(), or null. */
+let view = null;
+
+/** What the page's views share. */
+const page = {
+  app,
+  get me() {
+    return me;
+  },
+  can(scope) {
+    if (!me || !Array.isArray(me.scopes)) return false;
+    return me.scopes.includes(scope) || me.scopes.includes("admin");
+  },
+  connection(live) {
+    conn.hidden = live;
+    conn.textContent = live ? "" : "reconnecting…";
+  },
+  loggedOut,
+};
+
+function closeView() {
+  if (view) view.close();
+  view = null;
+  page.connection(true);
+}
+
+function loggedOut() {
+  me = null;
+  closeView();
+  whoami.textContent = "";
+  logoutButton.hidden = true;
+  showLogin();
+}
+
+function showLogin(message = "") {
+  const field = h("input", {
+    id: "token",
+    name: "token",
+    type: "password",
+    autocomplete: "current-password",
+    autocapitalize: "off",
+    spellcheck: "false",
+    required: true,
+    placeholder: "token",
+  });
+  const error = h("p", { class: "error", id: "login-error", role: "alert" }, message);
+  const submit = h("button", { type: "submit", class: "primary" }, "Log in");
+  const form = h(
+    "form",
+    { class: "login", id: "login" },
+    h("h1", {}, "Log in"),
+    h("label", { for: "token" }, "Access token"),
+    field,
+    submit,
+    error,
+    h(
+      "p",
+      { class: "hint" },
+      "Printed once when the gateway first started, or made with ",
+      h("code", {}, "agenthost web token add NAME"),
+      "."
+    )
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = "";
+    submit.disabled = true;
+    try {
+      await api("POST", "/api/login", { token: field.value });
+      field.value = "";
+      await start();
+    } catch (err) {
+      error.textContent =
+        err instanceof ApiError && err.status === 401
+          ? "That token is not valid."
+          : `Cannot log in: ${err.message}`;
+      field.select();
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  replace(app, form);
+  field.focus();
+}
+
+function route() {
+  closeView();
+  if (!me) return;
+  const hash = location.hash || "#/";
+  const match = /^#\/agent\/(.+)$/.exec(hash);
+  if (match) {
+    let key;
+    try {
+      key = decodeURIComponent(match[1]);
+    } catch (err) {
+      key = match[1];
+    }
+    view = showAgent(page, key);
+  } else {
+    view = showOverview(page);
+  }
+}
+
+async function start() {
+  try {
+    me = await api("GET", "/api/me");
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) {
+      loggedOut();
+      return;
+    }
+    replace(
+      app,
+      h("p", { class: "error" }, `The gateway does not answer: ${err.message}`),
+      h("button", { type: "button", onclick: () => start() }, "Try again")
+    );
+    return;
+  }
+  whoami.textContent = me && typeof me.name === "string" ? me.name : "";
+  logoutButton.hidden = false;
+  route();
+}
+
+logoutButton.addEventListener("click", async () => {
+  try {
+    await api("POST", "/api/logout");
+  } catch (err) {
+    // logged out either way: the page forgets the session
+  }
+  loggedOut();
+});
+
+setUnauthorizedHandler(() => {
+  if (me) loggedOut();
+});
+window.addEventListener("hashchange", () => {
+  if (me) route();
+});
+start();
