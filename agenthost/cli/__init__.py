@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "forget": ("agenthost.cli.daemon", "forget"),
     "schema": ("agenthost.cli.schema", "schema"),
     "acp": ("agenthost.cli.acp", "acp"),
+    "bridge": ("agenthost.cli.bridge", "bridge"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 

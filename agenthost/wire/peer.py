@@ -48,7 +48,12 @@ def trusted_uid(uid: int) -> bool:
 def check_server(transport: BaseTransport, path: object, service: str) -> None:
     """Raise Forbidden unless the server at the other end of a client's fresh
     connection runs as this user (or root). Called before anything is sent."""
-    pid, uid = peer_credentials(transport.get_extra_info("socket"))
+    check_server_socket(transport.get_extra_info("socket"), path, service)
+
+
+def check_server_socket(sock: socket.socket | None, path: object, service: str) -> None:
+    """:func:`check_server` for a plain connected socket (``agenthost bridge``)."""
+    pid, uid = peer_credentials(sock)
     if trusted_uid(uid):
         return
     raise Forbidden(
