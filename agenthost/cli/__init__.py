@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("agenthost.cli.schema", "schema"),
     "acp": ("agenthost.cli.acp", "acp"),
     "bridge": ("agenthost.cli.bridge", "bridge"),
+    "web": ("agenthost.cli.web", "web"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 

@@ -1,0 +1,187 @@
+"""Who may do what through the web gateway: scopes, token hashes, signed session
+cookies, and the Host and Origin checks. Sans-IO: the decisions only;
+:mod:`agenthost.web.tokens` keeps the token store on disk and
+:mod:`agenthost.web.app` applies these to requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import re
+import secrets
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias
+
+Scope: TypeAlias = Literal["read", "send", "respond", "admin"]
+SCOPES: Final[tuple[Scope, ...]] = ("read", "send", "respond", "admin")
+"""Every scope includes ``read``; ``admin`` includes them all."""
+
+TOKEN_PREFIX: Final = "aht_"
+"""Tokens start with it, so secret scanners and people can tell one when they see it."""
+TOKEN_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+COOKIE_NAME: Final = "agenthost_session"
+SESSION_SECONDS: Final = 30 * 24 * 3600
+"""How long a session cookie is honoured after login (its token may die sooner)."""
+LOCAL_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def check_token_name(name: str) -> str:
+    """Return ``name`` if it is a valid token name, else raise ValueError."""
+    if not isinstance(name, str) or not TOKEN_NAME_RE.fullmatch(name):
+        raise ValueError(f"invalid token name {name!r}: use 1-64 letters, digits, '_' and '-'")
+    return name
+
+
+def new_token() -> str:
+    """A new secret token: 32 random bytes, URL-safe base64, with :data:`TOKEN_PREFIX`."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: its SHA-256, hex (tokens are random, so no salt or
+    slow hash is needed: nothing to guess from the hash)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def effective_scopes(scopes: Iterable[str]) -> frozenset[Scope]:
+    """The scopes a token has, given the ones it was granted (read is implied; admin
+    implies all)."""
+    granted = {s for s in SCOPES if s in set(scopes)}
+    if "admin" in granted:
+        return frozenset(SCOPES)
+    return frozenset({"read", *granted})
+
+
+def allows(scopes: Collection[str], needed: Scope) -> bool:
+    """Whether a token with ``scopes`` (as granted) may do what needs ``needed``."""
+    return needed in effective_scopes(scopes)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """What a valid session cookie says: the token's name, the token's id (a non-secret
+    identifier that changes when a token of that name is replaced), and when it was
+    issued (Unix seconds)."""
+
+    name: str
+    token_id: str
+    issued: int
+
+
+def sign_session(secret: bytes, session: Session) -> str:
+    """The cookie value for ``session``: its fields and an HMAC-SHA256 of them."""
+    body = f"v1.{session.name}.{session.token_id}.{session.issued}"
+    return f"{body}.{_mac(secret, body)}"
+
+
+def read_session(secret: bytes, value: str, now: float) -> Session | None:
+    """The session of a cookie value, or None if it is not one we signed, or expired."""
+    body, _, mac = value.rpartition(".")
+    if not body or not hmac.compare_digest(mac.encode(), _mac(secret, body).encode()):
+        return None
+    parts = body.split(".")
+    if len(parts) != 4 or parts[0] != "v1" or not parts[3].isdigit():
+        return None
+    issued = int(parts[3])
+    if not 0 <= now - issued <= SESSION_SECONDS:
+        return None
+    return Session(parts[1], parts[2], issued)
+
+
+def _mac(secret: bytes, body: str) -> str:
+    digest = hmac.new(secret, body.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, or None."""
+    if not authorization:
+        return None
+    kind, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    return token if kind.lower() == "bearer" and token else None
+
+
+def split_host(host: str) -> tuple[str, int | None] | None:
+    """A ``Host`` header's name and port (None when absent); None if malformed."""
+    host = host.strip().lower()
+    if not host:
+        return None
+    if host.startswith("["):
+        name, sep, rest = host[1:].partition("]")
+        if not sep:
+            return None
+        port = rest[1:] if rest.startswith(":") else None
+        if rest and port is None:
+            return None
+    else:
+        name, sep, port = host.partition(":")
+        if not sep:
+            port = None
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        return None
+    if not name:
+        return None
+    return name.rstrip("."), None if port is None else int(port)
+
+
+def host_allowed(host: str | None, allowed: Collection[str]) -> bool:
+    """Whether a request's ``Host`` header names this gateway (against DNS rebinding:
+    a page of another site whose name was pointed at this address sends its own name).
+
+    Accepted: an IP address (a browser that sends one was pointed at it by the user),
+    the local names (localhost), and the names in ``allowed`` (the listen address and
+    those the user added), case-insensitively.
+    """
+    if host is None:
+        return False
+    parts = split_host(host)
+    if parts is None:
+        return False
+    name = parts[0]
+    if _is_ip(name) or name in LOCAL_NAMES:
+        return True
+    return name in {a.lower().rstrip(".") for a in allowed}
+
+
+def origin_allowed(origin: str | None, host: str, scheme: str) -> bool:
+    """Whether a request with this ``Origin`` header may change state: no header (not
+    a browser's cross-site request), or exactly this gateway's own origin
+    (``scheme://host`` as the request addressed it). ``null`` never is."""
+    if origin is None:
+        return True
+    mine = split_host(host)
+    if mine is None:
+        return False
+    default = 443 if scheme == "https" else 80
+    want = (scheme, mine[0], mine[1] or default)
+    got_scheme, sep, rest = origin.strip().lower().partition("://")
+    if not sep or "/" in rest:
+        return False
+    theirs = split_host(rest)
+    if theirs is None:
+        return False
+    return (got_scheme, theirs[0], theirs[1] or (443 if got_scheme == "https" else 80)) == want
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen address is a loopback one (127.0.0.0/8, ::1, localhost)."""
+    name = host.strip("[]").lower()
+    if name in LOCAL_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True

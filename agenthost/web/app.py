@@ -1,0 +1,236 @@
+"""The gateway's HTTP application (Starlette): the API of docs/web.md, its Server-Sent
+Events and the static page. :func:`make_app` builds it around a :class:`Gateway`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Final
+
+import structlog
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agenthost.errors import AgentHostError, HostNotFound
+from agenthost.web import access, handlers
+from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
+from agenthost.web.gateway import Gateway, Handler, check_origin, endpoint, read_body
+from agenthost.web.payloads import HttpError, fields, from_library, json_object, query_int
+from agenthost.web.sse import agent_stream, start_offset
+from agenthost.web.tokens import TokenRecord
+
+log = structlog.get_logger("agenthost.web")
+
+STATIC: Final = Path(__file__).parent / "static"
+SECURITY_HEADERS: Final = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+        b"frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    ),
+]
+SSE_HEADERS: Final = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+# --- the routes --------------------------------------------------------------------------
+
+
+async def login(gw: Gateway, request: Request) -> Response:
+    """POST /api/login {"token"}: a session cookie for the token."""
+    check_origin(gw, request)
+    body = fields(json_object(await read_body(request)), {"token": str})
+    record = gw.store.verify(body["token"])
+    if record is None:
+        log.info("web.login_refused")
+        raise HttpError(401, "unauthorized", "unknown token")
+    log.info("web.login", token_name=record.name)
+    session = access.Session(record.name, record.token_id, int(time.time()))
+    response = Response(status_code=204)
+    response.set_cookie(
+        COOKIE_NAME,
+        access.sign_session(gw.secret, session),
+        max_age=SESSION_SECONDS,
+        path="/",
+        secure=gw.tls,
+        httponly=True,
+        samesite="strict",
+    )
+    return response
+
+
+async def logout(gw: Gateway, request: Request) -> Response:
+    """POST /api/logout: the cookie is removed."""
+    check_origin(gw, request)
+    response = Response(status_code=204)
+    response.delete_cookie(COOKIE_NAME, path="/", secure=gw.tls, httponly=True, samesite="strict")
+    return response
+
+
+async def me(gw: Gateway, request: Request, record: TokenRecord) -> Response:
+    scopes = access.effective_scopes(record.scopes)
+    return JSONResponse({"name": record.name, "scopes": [s for s in access.SCOPES if s in scopes]})
+
+
+async def list_agents(gw: Gateway, request: Request, record: TokenRecord) -> Response:
+    return JSONResponse(await gw.agents.items())
+
+
+async def overview(gw: Gateway, request: Request, record: TokenRecord) -> Response:
+    assert gw.overview is not None
+    return StreamingResponse(
+        gw.overview.stream(gw.closing), media_type="text/event-stream", headers=SSE_HEADERS
+    )
+
+
+async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response:
+    """GET /api/agents/{key}/events: the stream as SSE (Last-Event-ID > after > tail)."""
+    key = gw.agents.key(request.path_params["key"])
+    resume = query_int(request.headers.get("last-event-id"), "Last-Event-ID")
+    after = query_int(request.query_params.get("after"), "after")
+    tail = query_int(request.query_params.get("tail"), "tail")
+    client = gw.agents.client(key)
+    try:
+        await client.connect()
+    except HostNotFound as exc:
+        await client.close()
+        if not await gw.agents.known(key):
+            raise await gw.agents.not_found(key, exc) from None
+        # it exists: the stream waits for its host (it may be restarting)
+    except AgentHostError:
+        await client.close()
+        raise
+    start = start_offset(resume if resume is not None else after, tail)
+    return StreamingResponse(
+        agent_stream(client, start, gw.closing),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+def routes(gw: Gateway) -> list[BaseRoute]:
+    """Every route of the gateway."""
+
+    def e(needed: access.Scope, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        return endpoint(gw, needed, handler)
+
+    def plain(
+        fn: Callable[[Gateway, Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            return await fn(gw, request)
+
+        return run
+
+    agent = "/api/agents/{key}"
+    return [
+        Route("/", index, methods=["GET", "HEAD"]),
+        Route("/api/login", plain(login), methods=["POST"]),
+        Route("/api/logout", plain(logout), methods=["POST"]),
+        Route("/api/me", e("read", me), methods=["GET"]),
+        Route("/api/agents", e("read", list_agents), methods=["GET"]),
+        Route("/api/agents", e("admin", handlers.spawn), methods=["POST"]),
+        Route("/api/events", e("read", overview), methods=["GET"]),
+        Route(agent, e("read", handlers.status), methods=["GET"]),
+        Route(agent + "/history", e("read", handlers.history), methods=["GET"]),
+        Route(agent + "/pending", e("read", handlers.pending), methods=["GET"]),
+        Route(agent + "/events", e("read", events), methods=["GET"]),
+        Route(agent + "/send", e("send", handlers.send), methods=["POST"]),
+        Route(agent + "/interrupt", e("send", handlers.interrupt), methods=["POST"]),
+        Route(agent + "/respond", e("respond", handlers.respond), methods=["POST"]),
+        Route(agent + "/stop", e("admin", handlers.stop), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
+    ]
+
+
+async def index(request: Request) -> Response:
+    page = STATIC / "index.html"
+    if not page.is_file():
+        raise HttpError(404, "not_found", "the page is not installed")
+    return FileResponse(page, headers={"Cache-Control": "no-cache"})
+
+
+# --- errors and the outer layer ----------------------------------------------------------
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HttpError)
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+async def _starlette_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+    message = "no such route" if exc.status_code == 404 else str(exc.detail)
+    return JSONResponse(
+        {"error": message, "code": code}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
+async def _library_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AgentHostError)
+    error = from_library(exc)
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+class Guard:
+    """The outer ASGI layer: a Host header that does not name this gateway gets 403
+    (DNS rebinding), every answer gets the security headers, and one log line per
+    request (the path only: never a query string, a header or a body)."""
+
+    def __init__(self, app: ASGIApp, gw: Gateway) -> None:
+        self.app = app
+        self.gw = gw
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = None
+        for name, value in scope["headers"]:
+            if name == b"host":
+                host = value.decode("latin-1")
+                break
+        status = 0
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        if not access.host_allowed(host, self.gw.allowed_hosts):
+            response = JSONResponse(
+                {"error": "this gateway does not serve that host name", "code": "bad_host"},
+                status_code=403,
+            )
+            await response(scope, receive, send_with_headers)
+        else:
+            await self.app(scope, receive, send_with_headers)
+        log.info("web.request", method=scope["method"], path=scope["path"], status=status)
+
+
+def make_app(gw: Gateway) -> ASGIApp:
+    """The ASGI application of a gateway."""
+    app = Starlette(
+        routes=routes(gw),
+        exception_handlers={
+            HttpError: _http_error,
+            HTTPException: _starlette_error,
+            AgentHostError: _library_error,
+        },
+    )
+    app.state.gateway = gw
+    return Guard(app, gw)
+
+
+__all__ = ["make_app"]

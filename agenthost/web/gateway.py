@@ -1,0 +1,112 @@
+"""A gateway's state and the checks every request goes through: who is asking
+(:func:`authenticate`), whether they may (:func:`authorize`), from where
+(:func:`check_origin`), and how much they send (:func:`read_body`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agenthost.web import access
+from agenthost.web.access import COOKIE_NAME
+from agenthost.web.agents import Agents
+from agenthost.web.payloads import MAX_BODY, HttpError
+from agenthost.web.sse import Overview
+from agenthost.web.tokens import TokenRecord, TokenStore
+
+
+@dataclass
+class Gateway:
+    """What the application serves and with which keys."""
+
+    agents: Agents
+    store: TokenStore
+    secret: bytes
+    tls: bool = False
+    allowed_hosts: frozenset[str] = frozenset()
+    """Host names accepted besides IP addresses and localhost (see access.host_allowed)."""
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the gateway shuts down: open streams end."""
+    overview: Overview | None = None
+
+    def __post_init__(self) -> None:
+        if self.overview is None:
+            self.overview = Overview(self.agents.items)
+
+    @property
+    def home(self) -> Path:
+        return self.agents.home
+
+
+# --- authentication ----------------------------------------------------------------------
+
+
+def authenticate(gw: Gateway, request: Request) -> TokenRecord | None:
+    """The token behind a request (a Bearer token, else the session cookie), or None."""
+    token = access.bearer_token(request.headers.get("authorization"))
+    if token is not None:
+        return gw.store.verify(token)
+    cookie = request.cookies.get(COOKIE_NAME)
+    if cookie:
+        session = access.read_session(gw.secret, cookie, time.time())
+        if session is not None:
+            return gw.store.session_record(session.name, session.token_id)
+    return None
+
+
+def authorize(gw: Gateway, request: Request, needed: access.Scope) -> TokenRecord:
+    """The token of a request allowed to do what needs ``needed``; HttpError 401/403."""
+    record = authenticate(gw, request)
+    if record is None:
+        raise HttpError(401, "unauthorized", "log in, or send Authorization: Bearer TOKEN")
+    if not access.allows(record.scopes, needed):
+        raise HttpError(
+            403, "forbidden", f"the token {record.name!r} does not have the {needed} scope"
+        )
+    return record
+
+
+def check_origin(gw: Gateway, request: Request) -> None:
+    """HttpError 403 for a state-changing request from another origin."""
+    host = request.headers.get("host", "")
+    scheme = "https" if gw.tls else "http"
+    if not access.origin_allowed(request.headers.get("origin"), host, scheme):
+        raise HttpError(403, "bad_origin", "requests from another origin are refused")
+
+
+async def read_body(request: Request) -> bytes:
+    """The request's body, at most MAX_BODY bytes (HttpError 413 beyond)."""
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+Handler = Callable[[Gateway, Request, TokenRecord], Awaitable[Response]]
+
+
+def endpoint(
+    gw: Gateway, needed: access.Scope, handler: Handler
+) -> Callable[[Request], Awaitable[Response]]:
+    """A route's function: Origin check (POST), authorization, then ``handler``."""
+
+    async def run(request: Request) -> Response:
+        if request.method == "POST":
+            check_origin(gw, request)
+        record = authorize(gw, request, needed)
+        return await handler(gw, request, record)
+
+    return run

@@ -1,0 +1,199 @@
+"""Run a gateway: uvicorn (h11) on uvloop, on a socket bound here so the real port is
+known before anything is printed; SIGTERM and SIGINT end open streams, then the
+server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import signal
+import socket
+import sys
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+import uvicorn
+import uvloop
+
+from agenthost.errors import ConfigError
+from agenthost.web import access
+from agenthost.web.agents import Agents
+from agenthost.web.app import make_app
+from agenthost.web.gateway import Gateway
+from agenthost.web.tokens import TokenStore, load_secret
+
+log = structlog.get_logger("agenthost.web")
+
+GRACE_SECONDS = 5
+"""How long requests still running (a stop, a spawn) may take once the gateway stops."""
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How ``agenthost web`` runs."""
+
+    home: Path
+    host: str = "127.0.0.1"
+    port: int = 8765
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    remotes: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6]:PORT`` for IPv6) as a host and a port; ConfigError else."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]") if host.startswith("[") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"--listen wants HOST:PORT (e.g. 127.0.0.1:8765), not {text!r}")
+    return host, int(port)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``; ConfigError when it cannot be had."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot resolve the listen address {host!r}: {exc}") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        why = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise ConfigError(f"cannot listen on {host}:{port}: {why}") from exc
+    return sock
+
+
+class GatewayServer(uvicorn.Server):
+    """uvicorn's server, whose signals end the gateway's open streams first (uvicorn
+    waits for every response to end before it stops, and a stream never would)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self.ready = asyncio.Event()
+        """Set once the server accepts connections."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for sig in signals:
+            loop.add_signal_handler(sig, self.request_exit)
+        try:
+            yield
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    def request_exit(self) -> None:
+        """Stop: streams end now, then the server (what a signal does)."""
+        log.info("web.stopping")
+        self._on_exit()
+        self.should_exit = True
+
+
+def make_config(app: object, options: Options) -> uvicorn.Config:
+    """uvicorn's configuration: our loop, h11, no websockets, no lifespan, no access
+    log (ours logs paths without query strings), TLS when given."""
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        loop="none",
+        http="h11",
+        ws="none",
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=GRACE_SECONDS,
+        ssl_certfile=str(options.tls_cert) if options.tls_cert else None,
+        ssl_keyfile=str(options.tls_key) if options.tls_key else None,
+    )
+    try:
+        config.load()
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise ConfigError(f"cannot use the TLS certificate or key: {exc}") from exc
+    return config
+
+
+def gateway(options: Options) -> Gateway:
+    """The gateway of ``options`` (its token store and session secret in the home)."""
+    allowed = {options.host, *options.allowed_hosts}
+    if options.host in ("0.0.0.0", "::", ""):
+        allowed |= {socket.gethostname(), socket.getfqdn()}
+    return Gateway(
+        agents=Agents(options.home, options.remotes),
+        store=TokenStore(options.home),
+        secret=load_secret(options.home),
+        tls=options.tls_cert is not None,
+        allowed_hosts=frozenset(a for a in allowed if a),
+    )
+
+
+def url(options: Options, port: int) -> str:
+    """The gateway's address for people."""
+    host = f"[{options.host}]" if ":" in options.host else options.host
+    return f"{'https' if options.tls_cert else 'http'}://{host}:{port}/"
+
+
+def serve(options: Options, announce: Callable[[str], None]) -> None:
+    """Run the gateway until SIGTERM or SIGINT; ``announce(url)`` once it accepts
+    connections. Raise ConfigError for a listen address or TLS files it cannot use."""
+    gw = gateway(options)
+    gw.store.records()  # a token store we cannot trust stops us before we listen
+    config = make_config(make_app(gw), options)
+    sock = bind(options.host, options.port)
+    port = sock.getsockname()[1]
+
+    async def main() -> None:
+        gw.closing = asyncio.Event()
+
+        def on_exit() -> None:
+            gw.closing.set()
+            if gw.overview is not None:
+                asyncio.ensure_future(gw.overview.wake())
+
+        server = GatewayServer(config, on_exit)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        ready = asyncio.create_task(server.ready.wait())
+        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        if server.started:
+            log.info("web.listening", url=url(options, port), remotes=list(options.remotes))
+            announce(url(options, port))
+        await task
+
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
+    finally:
+        sock.close()
+    sys.stdout.flush()
+
+
+def loopback_or_tls(options: Options) -> str | None:
+    """Why a listen address is refused without ``--insecure-listen`` (None: fine)."""
+    if access.is_loopback(options.host) or options.tls_cert is not None:
+        return None
+    return (
+        f"{options.host} is not a loopback address and there is no TLS: tokens and "
+        "sessions would cross the network in clear text. Give --tls-cert and --tls-key, "
+        "or --insecure-listen if something else encrypts the traffic (a VPN, an SSH "
+        "tunnel, a TLS proxy in front)"
+    )

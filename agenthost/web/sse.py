@@ -1,0 +1,167 @@
+"""Server-Sent Events: one agent's stream (:func:`agent_stream`, a follow of its host
+per browser) and the overview of all agents (:class:`Overview`, one shared poll)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
+
+from agenthost.client import AsyncClient
+from agenthost.follow import Backoff, Follow, Gap, Lost
+from agenthost.web.payloads import PING, sse_event, sse_named
+
+PING_SECONDS: Final = 15.0
+BATCH_BYTES: Final = 64 * 1024
+"""Events already received are sent together, up to this many bytes per write."""
+
+
+def start_offset(after: int | None, tail: int | None) -> Callable[[Any], Awaitable[int]]:
+    """Where a stream starts: after offset ``after``, else ``tail`` events before the
+    newest, else from the oldest kept."""
+
+    async def start(client: AsyncClient) -> int:
+        if after is not None:
+            return after
+        if tail is not None:
+            head = (await client.history(1)).offset
+            return max(0, head - tail)
+        return 0
+
+    return start
+
+
+def _item_bytes(item: Any, follow: Follow) -> bytes:
+    if isinstance(item, Gap):
+        return sse_named(
+            "truncated",
+            {
+                "epoch": item.epoch,
+                "after": item.after,
+                "before": item.before,
+                "reason": item.reason,
+            },
+        )
+    return sse_event(item.offset, follow.frame)
+
+
+async def agent_stream(
+    client: AsyncClient,
+    start: Callable[[Any], Awaitable[int]],
+    closing: asyncio.Event,
+    *,
+    ping_seconds: float = PING_SECONDS,
+) -> AsyncIterator[bytes]:
+    """The SSE body of one agent's stream: each event once, in order, across host
+    restarts (the follow reconnects for as long as the browser stays), with a ping
+    comment when nothing happened for ``ping_seconds``. Ends when ``closing`` is set
+    (the gateway shuts down)."""
+
+    def keep_trying(_lost: Lost) -> bool:
+        return not closing.is_set()
+
+    follow = Follow(client, None, start=start, keep_trying=keep_trying, backoff=Backoff(0.05, 2.0))
+    closed = asyncio.ensure_future(closing.wait())
+    step: asyncio.Future[Any] | None = None
+    try:
+        while not closing.is_set():
+            if step is None:
+                step = asyncio.ensure_future(anext(follow))
+            done, _ = await asyncio.wait(
+                {step, closed}, timeout=ping_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+            if step not in done:
+                if closed not in done:
+                    yield PING
+                continue
+            finished, step = step, None
+            if isinstance(finished.exception(), StopAsyncIteration):
+                return
+            item = finished.result()  # raises what the follow raised
+            chunks = [_item_bytes(item, follow)]
+            size = len(chunks[0])
+            # what the client has received already goes out in the same write
+            while client.events_queued and size < BATCH_BYTES:
+                more = _item_bytes(await anext(follow), follow)
+                chunks.append(more)
+                size += len(more)
+            yield b"".join(chunks)
+    finally:
+        closed.cancel()
+        if step is not None:
+            step.cancel()
+            with contextlib.suppress(BaseException):
+                await step
+        await follow.aclose()
+        await client.close()
+
+
+class Overview:
+    """The list of agents for every ``GET /api/events``: one poll of ``gather`` every
+    ``interval`` seconds while someone listens, each change sent to all of them."""
+
+    def __init__(
+        self, gather: Callable[[], Awaitable[list[dict[str, Any]]]], interval: float = 1.0
+    ) -> None:
+        self._gather = gather
+        self.interval = interval
+        self.snapshot: bytes | None = None
+        self.version = 0
+        self._changed = asyncio.Condition()
+        self._listeners = 0
+        self._poller: asyncio.Task[None] | None = None
+
+    async def _poll(self) -> None:
+        while True:
+            items = await self._gather()
+            data = sse_named("agents", items)
+            if data != self.snapshot:
+                async with self._changed:
+                    self.snapshot = data
+                    self.version += 1
+                    self._changed.notify_all()
+            await asyncio.sleep(self.interval)  # the poll's period, not a synchronisation
+
+    async def stream(
+        self, closing: asyncio.Event, *, ping_seconds: float = PING_SECONDS
+    ) -> AsyncIterator[bytes]:
+        """The SSE body: the list at once, then each change of it."""
+        self._listeners += 1
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll())
+        seen = 0  # version 0: no list yet
+
+        def news() -> bool:
+            return self.version != seen or closing.is_set()
+
+        try:
+            while not closing.is_set():
+                async with self._changed:
+                    try:
+                        await asyncio.wait_for(self._changed.wait_for(news), ping_seconds)
+                    except TimeoutError:
+                        pass
+                if closing.is_set():
+                    return
+                if self.version == seen or self.snapshot is None:  # a quiet while
+                    yield PING
+                    continue
+                seen = self.version
+                yield self.snapshot
+        finally:
+            self._listeners -= 1
+            if self._listeners == 0 and self._poller is not None:
+                self._poller.cancel()
+                self._poller = None
+
+    async def wake(self) -> None:
+        """Wake every listener (e.g. to see ``closing``)."""
+        async with self._changed:
+            self._changed.notify_all()
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON bytes."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,57 @@
+"""Fixtures of the web gateway's tests (tests/web).
+
+``gateway``: a real ``agenthost web`` process on 127.0.0.1 with a free port, serving
+the test's ``home`` (start hosts there with ``host_factory``). It is a
+:class:`webtools.Gateway`: ``gateway.url`` (``http://127.0.0.1:PORT/``),
+``gateway.token`` (the admin token printed at first start), ``gateway.origin``,
+``gateway.client()`` (httpx with the admin Bearer token; ``client(None)`` without),
+``gateway.add_token(name, *scopes)``, ``gateway.log()`` (its stderr), ``gateway.stop()``.
+``gateway_factory(*args, env=...)`` starts more (e.g. with ``--tls-cert``). Both end at
+teardown. Browser tests log in with ``gateway.token`` on ``gateway.url``.
+
+The page is served with a Content-Security-Policy of ``default-src 'self'`` (styles may
+be inline, scripts may not).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from webtools import Gateway, start_gateway
+
+from hosttools import HostProc
+
+GatewayFactory = Callable[..., Gateway]
+
+# Both this file and tests/conftest.py are imported as the module ``conftest`` (see
+# tests/reliability/conftest.py): test modules elsewhere do
+# ``from conftest import HostFactory``, so the name must exist here too.
+HostFactory = Callable[..., HostProc]
+
+
+@pytest.fixture
+def gateway_factory(home: Path) -> Iterator[GatewayFactory]:
+    """Start gateways on ``home``: ``gateway_factory(*args, env=None)``."""
+    started: list[Gateway] = []
+
+    def factory(*args: str, env: dict[str, str] | None = None, **kw: str) -> Gateway:
+        gw = start_gateway(home, *args, env=env, **kw)
+        started.append(gw)
+        return gw
+
+    yield factory
+    for gw in started:
+        try:
+            gw.stop()
+        except subprocess.TimeoutExpired:
+            gw.proc.kill()
+            gw.proc.wait()
+
+
+@pytest.fixture
+def gateway(gateway_factory: GatewayFactory) -> Gateway:
+    """One gateway on the test's home (see the module docstring)."""
+    return gateway_factory()
