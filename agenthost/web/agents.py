@@ -8,14 +8,20 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError
-from agenthost.inventory import gather, known_agents_async
+from agenthost.inventory import gather, gather_remote, known_agents_async
 from agenthost.paths import journal_dir, lock_path, socket_path
 from agenthost.web.payloads import AgentKey, HttpError, parse_key
 
 LIST_TIMEOUT = 1.0
 """Seconds each host has to answer when the agents are listed."""
+REMOTE_TIMEOUT = 10.0
+"""Seconds a remote machine has to list its agents (ssh's connection included)."""
+
+log = structlog.get_logger("agenthost.web")
 
 
 class Agents:
@@ -68,15 +74,9 @@ class Agents:
         return out
 
     async def _remote_items(self, machine: str) -> list[dict[str, Any]]:
-        from agenthost import inventory
-
-        gather_remote = getattr(inventory, "gather_remote", None)
-        if gather_remote is None:
-            return []
         try:
-            items: list[dict[str, Any]] = await gather_remote(machine, timeout=LIST_TIMEOUT * 5)
-        except AgentHostError:
+            items = await gather_remote(machine, timeout=REMOTE_TIMEOUT)
+        except AgentHostError as exc:
+            log.info("web.remote_unreachable", machine=machine, error=exc.message)
             return []  # an unreachable machine lists nothing; its agents' routes say why
-        return [
-            {**item, "key": f"{item['agent_id']}@{machine}", "machine": machine} for item in items
-        ]
+        return [{**item, "key": f"{item['agent_id']}@{machine}"} for item in items]

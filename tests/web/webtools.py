@@ -64,8 +64,9 @@ class Gateway:
         bearer = self.token if token == "admin" else token
         if bearer is not None:
             headers["Authorization"] = f"Bearer {bearer}"
+        base_url = kw.pop("base_url", self.url)
         client = httpx.Client(
-            base_url=self.url, headers=headers, timeout=DEADLINE, verify=False, **kw
+            base_url=base_url, headers=headers, timeout=DEADLINE, verify=False, **kw
         )
         self.clients.append(client)
         return client
@@ -102,6 +103,10 @@ class Gateway:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return code
+
+
+GatewayFactory = Callable[..., Gateway]
+"""The ``gateway_factory`` fixture: ``gateway_factory(*args, env=None, listen=...)``."""
 
 
 def start_gateway(
