@@ -1,26 +1,23 @@
-"""The page in a real browser: Playwright (Python) driving Debian's Chromium, and the
-gateway as a process of its own (``python -m agenthost web``) that a test can kill and
-start again on the same port.
+"""The page in a real browser: Playwright (Python) driving Debian's Chromium against
+the gateway of tests/web/conftest.py, which a test can kill and start again on the same
+port.
 
-Nothing here sleeps: the gateway's readiness is the line it prints once it accepts
-connections; the page's are Playwright's waits on what it shows.
+Nothing here sleeps: the page's readiness is Playwright's waits on what it shows.
 """
 
 from __future__ import annotations
 
 import os
-import queue
-import re
-import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from e2e.clis import unavailable
+from webtools import Gateway
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -37,13 +34,8 @@ LAUNCH_ARGS = [
 ]
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
-START_DEADLINE = 30.0
-"""Seconds a gateway gets to print its listening line."""
 WAIT_MS = 15000
 """How long a test waits on the page for something to appear (milliseconds)."""
-
-_LISTENING = re.compile(r"^listening on (https?)://([^/\s]+)/\s*$")
-_TOKEN = re.compile(r"^token admin: (\S+)\s*$")
 
 
 @contextmanager
@@ -69,83 +61,11 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
-class Gateway:
-    """``agenthost web`` on 127.0.0.1 for a home; :meth:`kill` and :meth:`start` again
-    keep its port, as a restarted gateway would."""
-
-    def __init__(self, home: Path, port: int = 0) -> None:
-        self.home = home
-        self.port = port
-        self.token = ""
-        """The admin token printed at the first start of the home."""
-        self.url = ""
-        self.proc: subprocess.Popen[str] | None = None
-        self.output: list[str] = []
-        self.log = home / "web.log"
-
-    def start(self) -> Gateway:
-        """Start the gateway and wait until it prints that it listens."""
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        argv = [
-            sys.executable,
-            "-m",
-            "agenthost",
-            "web",
-            "--home",
-            str(self.home),
-            "--listen",
-            f"127.0.0.1:{self.port}",
-        ]
-        with open(self.log, "a") as err:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                start_new_session=True,
-            )
-        self.proc = proc
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        while True:
-            try:
-                line = lines.get(timeout=START_DEADLINE)
-            except queue.Empty:
-                self.kill()
-                raise AssertionError(f"the gateway did not listen: {self.logs()}") from None
-            if line is None:
-                raise AssertionError(f"the gateway exited: {self.logs()}")
-            self.output.append(line)
-            if m := _TOKEN.match(line):
-                self.token = m.group(1)
-            if m := _LISTENING.match(line):
-                self.url = f"{m.group(1)}://{m.group(2)}/"
-                self.port = int(m.group(2).rsplit(":", 1)[1])
-                return self
-
-    def kill(self) -> None:
-        """SIGKILL the gateway (a crash: nothing closes the page's streams cleanly)."""
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(10)
-
-    def logs(self) -> str:
-        err = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "stdout:\n" + "".join(self.output) + "\nstderr:\n" + err[-4000:]
+def start_again(gateway: Gateway, gateway_factory: Callable[..., Gateway]) -> Gateway:
+    """A new gateway on the port and home of ``gateway``, which was stopped (e.g.
+    ``gateway.stop(signal.SIGKILL)``: a crash, nothing closed the page's streams)."""
+    assert gateway.proc.poll() is not None, "the gateway still runs"
+    return gateway_factory(listen=f"127.0.0.1:{urlsplit(gateway.url).port}")
 
 
 def agenthost(home: Path, *args: str) -> str:

@@ -10,6 +10,16 @@ const TAIL = 500;
 /** A tool result longer than this many lines is folded (a tap unfolds it). */
 const FOLD_LINES = 12;
 
+/** A permission request the page can answer: an object with a request id. */
+function isRequest(request) {
+  return Boolean(request) && typeof request === "object" && typeof request.request_id === "string" && request.request_id !== "";
+}
+
+/** A state as a class name (agent data never becomes more than a word there). */
+export function stateClass(state) {
+  return `state-${String(state).replace(/[^a-z0-9_-]/gi, "")}`;
+}
+
 /** The view of agent `key`; returns the view (close() stops its stream). */
 export function showAgent(page, key) {
   let lastOffset = 0;
@@ -80,7 +90,7 @@ export function showAgent(page, key) {
   function setState(state) {
     if (typeof state !== "string") return;
     badge.textContent = state;
-    badge.className = `badge state-${state}`;
+    badge.className = `badge ${stateClass(state)}`;
     badge.dataset.state = state;
   }
 
@@ -289,7 +299,7 @@ export function showAgent(page, key) {
         return chatEntry(offset, event);
       case "permission_request": {
         const request = event.request;
-        if (!request || typeof request !== "object") return null;
+        if (!isRequest(request)) return null;
         for (const extra of pendingArea.querySelectorAll(".permission")) {
           if (extra.dataset.requestId === String(request.request_id)) extra.remove();
         }
@@ -301,7 +311,7 @@ export function showAgent(page, key) {
       case "state":
         setState(event.state);
         if (event.state === "done" || event.state === "error") {
-          return entry(offset, `ended state-${event.state}`, event.timestamp, `The agent ended (${event.state}).`);
+          return entry(offset, `ended ${stateClass(event.state)}`, event.timestamp, `The agent ended (${event.state}).`);
         }
         return null;
       case "error":
@@ -345,8 +355,9 @@ export function showAgent(page, key) {
       return;
     }
     if (!gap || typeof gap !== "object") return;
-    const after = Number.isInteger(gap.after) ? gap.after : 0;
-    const before = Number.isInteger(gap.before) ? gap.before : after + 1;
+    const { after, before } = gap;
+    // A notice that does not say where the gap is cannot be placed: ignored.
+    if (!Number.isInteger(after) || !Number.isInteger(before) || after < 0 || before <= after) return;
     let text;
     if (gap.reason === "new_epoch") {
       // A new stream: its offsets start again, so the guard starts again too.
@@ -356,10 +367,11 @@ export function showAgent(page, key) {
     } else {
       lastOffset = Math.max(lastOffset, before - 1);
       const span = before - after - 1;
+      if (span < 1) return;
       text =
         span === 1
           ? `1 event (offset ${after + 1}) is no longer kept.`
-          : `${Math.max(span, 0)} events (offsets ${after + 1}–${before - 1}) are no longer kept.`;
+          : `${span} events (offsets ${after + 1}–${before - 1}) are no longer kept.`;
     }
     add(h("li", { class: "entry gap", dataset: { gap: gap.reason ?? "" } }, text));
   }
@@ -379,7 +391,7 @@ export function showAgent(page, key) {
     if (closed || !body || !Array.isArray(body.requests)) return;
     const pending = new Set();
     for (const request of body.requests) {
-      if (!request || typeof request !== "object") continue;
+      if (!isRequest(request)) continue;
       const id = String(request.request_id ?? "");
       pending.add(id);
       const shown = [...document.querySelectorAll(".permission[data-request-id]")].some(

@@ -54,12 +54,12 @@ export function agentPath(key, rest = "") {
 }
 
 /**
- * An EventSource that comes back by itself. The browser retries a lost connection on
- * its own (sending Last-Event-ID); when it gives up (an HTTP error answer, or a
- * connection it deems futile) this opens a new one after a pause, at the URL `url()`
- * gives then (so a stream resumes with ?after= the last offset shown). `check()` runs
- * before such a reopen and may return false to stop (e.g. the session is gone).
- * `status(connected)` tells the page whether the stream is live.
+ * An EventSource that comes back by itself. When its connection ends or fails, this
+ * closes it and opens a new one after a pause (short at first, then longer), at the
+ * URL `url()` gives then: a stream resumes with ?after= the last offset shown, which
+ * does not depend on the browser's own retry (and its Last-Event-ID header, which the
+ * gateway also honours). `check()` runs before a reopen and may return false to stop
+ * (e.g. the session is gone). `status(connected)` tells the page whether it is live.
  */
 export class Stream {
   constructor({ url, handlers, status, check }) {
@@ -85,7 +85,7 @@ export class Stream {
     source.onerror = () => {
       if (this.closed || source !== this.source) return;
       this.status(false);
-      if (source.readyState === EventSource.CLOSED) this.reopenLater();
+      this.reopenLater();
     };
     for (const [type, handler] of Object.entries(this.handlers)) {
       source.addEventListener(type, (event) => {
@@ -97,7 +97,7 @@ export class Stream {
   reopenLater() {
     this.source.close();
     this.failures += 1;
-    const pause = Math.min(500 * 2 ** (this.failures - 1), 5000);
+    const pause = Math.min(250 * 2 ** (this.failures - 1), 4000);
     this.timer = setTimeout(async () => {
       this.timer = null;
       let go = false;

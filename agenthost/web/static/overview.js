@@ -2,16 +2,21 @@
 // `agenthost list --json` with "key" and "machine").
 
 import { api, Stream } from "./api.js";
+import { stateClass } from "./agent.js";
 import { ago, dollars, h, replace, when } from "./dom.js";
 
 /** States under which no host runs the agent now (the daemon's statuses). */
 const NO_HOST = new Set(["lost", "unreachable", "restarting", "spawning", "failed", "stopped"]);
 
+function isObject(value) {
+  return Boolean(value) && typeof value === "object" && !Array.isArray(value);
+}
+
 /** What one list item says, in the page's terms. */
 export function describe(item) {
-  const agent = item.agent && typeof item.agent === "object" ? item.agent : null;
-  const daemon = item.daemon && typeof item.daemon === "object" ? item.daemon : null;
-  const key = typeof item.key === "string" ? item.key : String(item.agent_id ?? "");
+  const agent = isObject(item.agent) ? item.agent : null;
+  const daemon = isObject(item.daemon) ? item.daemon : null;
+  const key = typeof item.key === "string" ? item.key : String(item.agent_id);
   let state;
   if (agent && typeof agent.state === "string") state = agent.state;
   else if (item.reachable === false && item.socket_path) state = item.alive ? "unreachable" : "stale";
@@ -27,7 +32,8 @@ export function describe(item) {
   ]
     .map(when)
     .filter(Number.isFinite);
-  const spec = daemon && daemon.spec && typeof daemon.spec === "object" ? daemon.spec : {};
+  const spec = daemon && isObject(daemon.spec) ? daemon.spec : {};
+  const text = (...values) => values.find((v) => typeof v === "string" && v) || "";
   return {
     key,
     id: String(item.agent_id ?? key),
@@ -38,10 +44,10 @@ export function describe(item) {
     pending,
     cost: agent ? agent.cost_usd : undefined,
     last: times.length ? Math.max(...times) : NaN,
-    task: (agent && (agent.task || agent.description)) || spec.task || "",
-    backend: (agent && agent.backend) || spec.agent || "",
-    project: (agent && agent.project) || spec.project || "",
-    error: typeof item.error === "string" ? item.error : (agent && agent.last_error) || "",
+    task: text(agent?.task, agent?.description, spec.task),
+    backend: text(agent?.backend, spec.agent),
+    project: text(agent?.project, spec.project),
+    error: text(item.error, agent?.last_error),
   };
 }
 
@@ -82,7 +88,7 @@ export function showOverview(page) {
     return h(
       "li",
       {
-        class: `agent state-${row.state}${row.needsYou ? " needs-you" : ""}${row.gone ? " gone" : ""}`,
+        class: `agent ${stateClass(row.state)}${row.needsYou ? " needs-you" : ""}${row.gone ? " gone" : ""}`,
         dataset: { key: row.key, state: row.state },
       },
       h(
@@ -99,7 +105,7 @@ export function showOverview(page) {
                 row.pending > 1 ? `needs you (${row.pending})` : "needs you"
               )
             : null,
-          h("span", { class: `badge state-${row.state}` }, row.state)
+          h("span", { class: `badge ${stateClass(row.state)}` }, row.state)
         ),
         h(
           "div",
@@ -124,7 +130,14 @@ export function showOverview(page) {
       return;
     }
     if (!Array.isArray(data)) return;
-    const fresh = data.filter((item) => item && typeof item === "object");
+    // An agent is an object with a key (or at least an id) to open it by.
+    const fresh = data.filter(
+      (item) =>
+        item &&
+        typeof item === "object" &&
+        !Array.isArray(item) &&
+        (typeof item.key === "string" || typeof item.agent_id === "string")
+    );
     const now = Date.now();
     for (const item of fresh) {
       const row = describe(item);

@@ -1,0 +1,347 @@
+"""The page in a real browser (Chromium through Playwright) against a real gateway
+(``agenthost web``) and real demo hosts: log in, watch agents appear, talk to one,
+answer its permission requests, survive the gateway's death, fit on a phone.
+
+Every wait is a condition with a deadline (Playwright's ``expect``), never a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from browser import (
+    DESKTOP,
+    PHONE,
+    agenthost,
+    chromium,
+    log_in,
+    new_page,
+    open_agent,
+    shown_offsets,
+    start_again,
+)
+from webtools import Gateway
+
+try:
+    from playwright.sync_api import Browser, Locator, Page, expect
+except ImportError:  # the browser fixture skips the tests (fails them in CI)
+    pass
+
+HostFactory = Callable[..., object]
+GatewayFactory = Callable[..., Gateway]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
+    p = new_page(browser, gateway)
+    try:
+        yield p
+    finally:
+        p.context.close()
+
+
+def agent_card(page: Page, key: str) -> Locator:
+    return page.locator(f'.agent[data-key="{key}"]')
+
+
+def send(page: Page, text: str) -> None:
+    page.locator("#input").fill(text)
+    page.locator("#input").press("Enter")
+
+
+def assert_unique_increasing(page: Page) -> list[int]:
+    values = shown_offsets(page)
+    assert values == sorted(set(values)), f"offsets repeated or out of order: {values}"
+    return values
+
+
+# ---- logging in ------------------------------------------------------------------------
+
+
+def test_wrong_token_is_refused_then_the_right_one_logs_in(page: Page, gateway: Gateway) -> None:
+    expect(page.locator("#login")).to_be_visible()
+    page.locator("#token").fill("not-a-token")
+    page.locator("#login button[type=submit]").click()
+    expect(page.locator("#login-error")).to_have_text("That token is not valid.")
+    expect(page.locator("#agents")).to_have_count(0)
+
+    log_in(page, gateway.token)
+    expect(page.locator("#whoami")).to_have_text("admin")
+    # the session is the cookie: the token is nowhere the page keeps things
+    stored = page.evaluate("JSON.stringify([localStorage, sessionStorage])")
+    assert gateway.token not in stored
+    assert gateway.token not in page.url
+    cookies = page.context.cookies()
+    session = [c for c in cookies if c["name"] == "agenthost_session"]
+    assert session and session[0]["httpOnly"] and session[0]["sameSite"] == "Strict"
+
+    page.reload()  # the cookie logs the page in again
+    expect(page.locator("#agents")).to_be_attached()
+    expect(page.locator("#login")).to_have_count(0)
+
+    page.locator("#logout").click()
+    expect(page.locator("#login")).to_be_visible()
+    page.reload()  # the cookie is gone with the logout
+    expect(page.locator("#login")).to_be_visible()
+
+
+def test_garbage_tokens_are_refused_with_an_error(page: Page) -> None:
+    for token in ["", " ", "x" * 5000, '"}{', "<script>alert(1)</script>", "admin\n"]:
+        page.locator("#token").fill(token)
+        page.locator("#login button[type=submit]").click()
+        if token == "":
+            # the form itself asks for a token: nothing reaches the gateway
+            expect(page.locator("#token:invalid")).to_have_count(1)
+            continue
+        expect(page.locator("#login-error")).not_to_be_empty()
+        expect(page.locator("#agents")).to_have_count(0)
+        page.locator("#login-error").evaluate("e => e.textContent = ''")
+
+
+# ---- the overview -----------------------------------------------------------------------
+
+
+def test_agents_appear_without_a_reload(
+    page: Page, gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("first")
+    log_in(page, gateway.token)
+    expect(agent_card(page, "first")).to_be_visible()
+    expect(agent_card(page, "first").locator(".badge")).to_have_text("idle")
+    page.evaluate("window.__sameDocument = true")
+
+    host_factory("second")
+    expect(agent_card(page, "second")).to_be_visible()
+    assert page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+
+    # a question makes the agent need its user, on the overview too
+    agenthost(home, "send", "second", "/ask")
+    expect(agent_card(page, "second")).to_have_class(re.compile(r"\bneeds-you\b"))
+    expect(agent_card(page, "second").locator(".needs")).to_be_visible()
+    expect(agent_card(page, "first")).not_to_have_class(re.compile(r"\bneeds-you\b"))
+    # those who need their user come first
+    expect(page.locator(".agent").first).to_have_attribute("data-key", "second")
+
+
+# ---- one agent ------------------------------------------------------------------------
+
+
+def test_a_message_gets_its_answer_with_the_tool_call(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    assert page.url.endswith("#/agent/a1")
+    send(page, "hello there")
+    expect(page.locator(".entry.role-user").last).to_contain_text("hello there")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text(
+        'You said "hello there". That is 2 words.'
+    )
+    expect(page.locator(".entry.tool-call").last).to_contain_text("wc -w")
+    expect(page.locator(".entry.tool-result").last.locator("pre")).to_have_text("2")
+    expect(page.locator("#input")).to_have_value("")
+    expect(page.locator("#agent-state")).to_have_text("idle")
+    assert_unique_increasing(page)
+
+    page.go_back()  # hash routes: Back is the overview
+    expect(agent_card(page, "a1")).to_be_visible()
+
+
+def test_agent_text_is_shown_as_text_never_as_markup(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    hostile = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>&amp; \u202e'
+    send(page, hostile)
+    expect(page.locator(".entry.role-user .text").last).to_have_text(hostile)
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("You said")
+    assert page.locator("#log img, #log script").count() == 0
+    assert page.evaluate("window.__pwned === undefined")
+
+
+def test_allow_a_permission_request(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    send(page, "/ask")
+    card = page.locator(".entry.permission").last
+    expect(card).to_contain_text("touch demo-was-here")
+    expect(page.locator("#agent-state")).to_have_text("waiting")
+    card.locator("button.allow").click()
+    expect(card).to_have_class(re.compile(r"\banswered\b"))
+    expect(card.locator(".outcome")).to_have_text("allowed")
+    expect(card.locator("button")).to_have_count(0)
+    expect(page.locator(".entry.tool-result").last).to_contain_text(
+        "(demo) ran: touch demo-was-here"
+    )
+    expect(page.locator(".entry.role-assistant").last).to_have_text(
+        re.compile("Done: permission granted, command run.")
+    )
+    expect(page.locator("#agent-state")).to_have_text("idle")
+
+
+def test_deny_a_permission_request(page: Page, gateway: Gateway, host_factory: HostFactory) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    send(page, "/ask")
+    card = page.locator(".entry.permission").last
+    card.locator("button.deny").click()
+    expect(card.locator(".outcome")).to_have_text("denied")
+    expect(page.locator(".entry.tool-result.failed").last).to_contain_text("Permission denied")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("I did not run it")
+
+
+def test_a_request_answered_elsewhere_is_marked_and_a_reload_shows_pending_ones(
+    page: Page, gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    agenthost(home, "send", "a1", "/ask")
+    open_agent(page, "a1")
+    card = page.locator(".permission:not(.answered)")
+    expect(card).to_have_count(1)
+    request_id = card.get_attribute("data-request-id")
+    assert request_id
+    agenthost(home, "respond", "a1", request_id, "deny")
+    expect(page.locator(f'.permission[data-request-id="{request_id}"] .outcome')).to_have_text(
+        "denied"
+    )
+    expect(page.locator(".permission:not(.answered)")).to_have_count(0)
+
+
+def test_the_page_comes_back_after_the_gateway_dies(
+    page: Page,
+    gateway: Gateway,
+    gateway_factory: GatewayFactory,
+    host_factory: HostFactory,
+    home: Path,
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    send(page, "before the loss")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("before the loss")
+    before = assert_unique_increasing(page)
+
+    gateway.stop(signal.SIGKILL)
+    expect(page.locator("#conn")).to_be_visible()
+    expect(page.locator("#conn")).to_contain_text("reconnecting")
+    agenthost(home, "send", "a1", "sent while away one")
+    agenthost(home, "send", "a1", "sent while away two")
+    start_again(gateway, gateway_factory)  # same port, same home: the cookie is still good
+
+    expect(page.locator("#conn")).to_be_hidden(timeout=30000)
+    expect(page.locator(".entry.role-assistant").last).to_contain_text(
+        "sent while away two", timeout=30000
+    )
+    for text in ["before the loss", "sent while away one", "sent while away two"]:
+        expect(page.locator(".entry.role-user", has_text=text)).to_have_count(1)
+    after = assert_unique_increasing(page)
+    assert after[: len(before)] == before
+    # the chat entries shown are exactly the host's own, each once
+    history = json.loads(agenthost(home, "history", "a1", "--json"))
+    kept = [entry["offset"] for entry in history["entries"]]
+    chat = page.locator("#log .msg, #log .tool-call, #log .tool-result")
+    assert chat.evaluate_all("ns => ns.map(n => Number(n.dataset.offset))") == kept
+
+    # and the page still talks through the new gateway
+    send(page, "after the return")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("after the return")
+    assert_unique_increasing(page)
+
+
+def test_an_unknown_agent_says_so(page: Page, gateway: Gateway) -> None:
+    log_in(page, gateway.token)
+    page.goto(gateway.url + "#/agent/" + "no-such-agent")
+    expect(page.locator("#agent-error")).to_contain_text("No agent")
+    page.goto(gateway.url + "#/agent/%2e%2e%2f%2e%2e%2fetc")
+    expect(page.locator("#agent-error")).to_contain_text("No agent")
+
+
+def test_a_read_token_cannot_act_and_a_revoked_one_goes_back_to_login(
+    browser: Browser, gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("a1")
+    token = gateway.add_token("viewer", "read")
+    page = new_page(browser, gateway)
+    try:
+        log_in(page, token)
+        open_agent(page, "a1")
+        expect(page.locator("#send")).to_be_disabled()
+        expect(page.locator("#interrupt")).to_be_disabled()
+        expect(page.locator("#stop")).to_be_disabled()
+        agenthost(home, "send", "a1", "/ask")
+        expect(page.locator(".permission button.allow")).to_be_disabled()
+
+        gateway.cli("token", "revoke", "viewer")
+        page.locator(".back").click()  # the next request meets the revoked token
+        expect(page.locator("#login")).to_be_visible()
+    finally:
+        page.context.close()
+
+
+def test_stop_asks_first(page: Page, gateway: Gateway, host_factory: HostFactory) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    page.locator("#stop").click()
+    expect(page.locator("#stop-confirm")).to_be_visible()
+    page.locator("#stop-no").click()
+    expect(page.locator("#stop-confirm")).to_be_hidden()
+    expect(page.locator("#agent-state")).to_have_text("idle")
+    page.locator("#stop").click()
+    page.locator("#stop-yes").click()
+    expect(page.locator("#agent-state")).to_have_text("done", timeout=30000)
+    expect(page.locator(".entry.ended")).to_have_count(1)
+
+
+# ---- a phone ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_nothing_scrolls_sideways(
+    browser: Browser,
+    gateway: Gateway,
+    host_factory: HostFactory,
+    viewport: dict[str, int],
+) -> None:
+    host_factory("an-agent-with-a-rather-long-name-that-goes-on-and-on")
+    host_factory("a1")
+    page = new_page(browser, gateway, viewport)
+    try:
+        width = viewport["width"]
+        scroll_width = "document.scrollingElement.scrollWidth"
+        assert page.evaluate(scroll_width) <= width
+        log_in(page, gateway.token)
+        expect(page.locator(".agent")).to_have_count(2)
+        assert page.evaluate(scroll_width) <= width
+        open_agent(page, "a1")
+        send(page, "x" * 400 + " " + "/path/" * 60)
+        expect(page.locator(".entry.role-assistant").last).to_contain_text("That is 2 words")
+        send(page, "/ask")
+        expect(page.locator(".entry.permission button.allow")).to_be_visible()
+        assert page.evaluate(scroll_width) <= width
+        # the input and the answer buttons are on screen and big enough to tap
+        for selector in ["#input", "#send", ".entry.permission button.allow"]:
+            box = page.locator(selector).last.bounding_box()
+            assert box is not None and box["height"] >= 40, selector
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, selector
+    finally:
+        page.context.close()
