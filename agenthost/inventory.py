@@ -93,10 +93,14 @@ REMOTE_LIST_TIMEOUT: float = 15.0
 
 
 async def gather_remote(
-    remote: Remote | str, *, project: str | None = None, timeout: float = REMOTE_LIST_TIMEOUT
+    remote: Remote | str,
+    *,
+    project: str | None = None,
+    timeout: float = REMOTE_LIST_TIMEOUT,
+    home: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """The ``list --json`` objects of another machine (``agenthost list --json`` run
-    there over ssh, in its default home), each with ``"machine"``: the remote as
+    there over ssh, in its default home or ``home`` there), each with ``"machine"``: the remote as
     written (``str(remote)``). ``timeout`` covers the whole command; the remote gives
     each of its hosts a fraction of it.
 
@@ -110,6 +114,8 @@ async def gather_remote(
     args = ["list", "--json", "--timeout", f"{max(0.05, min(1.0, timeout / 4)):g}"]
     if project is not None:
         args += ["--project", project]
+    if home is not None:
+        args += ["--home", str(home)]
     out = await run_remote(machine, args, timeout=timeout, target="`agenthost list`")
     return remote_items(machine, out)
 

@@ -18,8 +18,10 @@ from agenthost.cli.common import (
     home_option,
     json_option,
     remember_agent_id,
+    remote_option,
     use_color,
 )
+from agenthost.remote import Remote
 
 
 def terminal_width() -> int:
@@ -58,6 +60,7 @@ def parse_since(text: str) -> datetime:
 @click.option("--no-follow", is_flag=True, help="Exit once the replay reached the head.")
 @click.option("--read-only", is_flag=True, help="Watch only: nothing typed is sent.")
 @click.option("--raw", is_flag=True, help="Also show the agent's raw stdout lines.")
+@remote_option
 @home_option
 @json_option
 @handle_errors
@@ -70,6 +73,7 @@ def attach(
     read_only: bool,
     raw: bool,
     home: Path | None,
+    remote: Remote | None,
     as_json: bool,
 ) -> None:
     """Watch an agent: a replay of what is kept, then live. Talk to it on a terminal.
@@ -98,7 +102,8 @@ def attach(
         raise click.UsageError("give at most one of --offset, --last and --since")
     code = attach_loop(
         agent_id,
-        home=resolve_home(home),
+        home=resolve_home(home) if remote is None else home,
+        remote=remote,
         offset=offset,
         last=last,
         since=parse_since(since) if since else None,
@@ -113,7 +118,7 @@ def attach(
 def attach_loop(
     agent_id: str,
     *,
-    home: Path,
+    home: Path | None,
     offset: int | None,
     follow: bool,
     as_json: bool,
@@ -121,8 +126,10 @@ def attach_loop(
     last: int | None = None,
     since: datetime | None = None,
     raw: bool = False,
+    remote: Remote | None = None,
 ) -> Exit:
-    """Run an attach session until it ends; return its exit status."""
+    """Run an attach session until it ends; return its exit status (``home`` is the
+    remote's, or None for its default, with ``remote``)."""
     import uvloop
 
     from agenthost.cli.render import Style
@@ -141,6 +148,7 @@ def attach_loop(
         style=style,
         width=terminal_width() if tty else None,
         interactive=interactive,
+        remote=remote,
     )
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:

@@ -24,6 +24,7 @@ from agenthost.errors import (
     HostNotFound,
     NotConnected,
     ProtocolError,
+    RemoteError,
     RequestTimeout,
     UnknownRequest,
 )
@@ -48,12 +49,15 @@ class Exit(IntEnum):
     UNKNOWN_REQUEST = 9
     AGENT_FAILED = 10
     """attach/wait: the agent ended in state ``error``."""
+    REMOTE = 11
+    """``--remote``: the machine could not be reached (ssh failed) or has no agenthost."""
 
 
 def exit_code_for(exc: AgentHostError) -> Exit:
     """The exit status for an error (most specific class first)."""
     for cls, code in (
         (UnknownRequest, Exit.UNKNOWN_REQUEST),
+        (RemoteError, Exit.REMOTE),
         (HostNotFound, Exit.NO_HOST),
         (NotConnected, Exit.NO_HOST),
         (AgentNotRunning, Exit.AGENT_NOT_RUNNING),
@@ -167,6 +171,51 @@ def _home_value(_ctx: click.Context, _param: click.Parameter, value: str | None)
         raise click.BadParameter(exc.message) from exc
 
 
+_REMOTE_HELP = (
+    "The agent runs on that machine: reach it with ssh (see docs/remote.md). --home is "
+    "then the home there."
+)
+
+
+def remote_option(func: Callable[P, R]) -> Callable[P, R]:
+    """``--remote [USER@]HOST[:PORT]``: the agent is on another machine (a Remote, or
+    None); a bad value is a usage error naming the option."""
+    return click.option(
+        "--remote",
+        metavar="[USER@]HOST[:PORT]",
+        callback=_remote_value,
+        default=None,
+        help=_REMOTE_HELP,
+    )(func)
+
+
+def remotes_option(func: Callable[P, R]) -> Callable[P, R]:
+    """``--remote`` repeatable (``list``): a tuple of Remote."""
+    return click.option(
+        "--remote",
+        "remotes",
+        metavar="[USER@]HOST[:PORT]",
+        multiple=True,
+        callback=_remote_value,
+        help="List the agents of that machine (repeat for several; then only those "
+        "machines are listed, with a MACHINE column).",
+    )(func)
+
+
+def _remote_value(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    from agenthost.remote import parse_remote
+
+    if value is None:
+        return None
+    try:
+        if isinstance(value, tuple):
+            return tuple(parse_remote(v) for v in value)
+        return parse_remote(value)
+    except AgentHostError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        raise click.BadParameter(f"{exc.message}{hint}") from exc
+
+
 def json_option(func: Callable[P, R]) -> Callable[P, R]:
     """``--json``: machine-readable output on stdout."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
@@ -216,10 +265,12 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
         except AgentHostError as exc:
             home = kwargs.get("home")
+            local = not kwargs.get("remote") and not kwargs.get("remotes")
             fail(
                 exc,
                 as_json=bool(kwargs.get("as_json")),
-                home=resolve_home(home) if isinstance(home, Path | None) else None,
+                # the hints of a local home say nothing of another machine's
+                home=resolve_home(home) if local and isinstance(home, Path | None) else None,
             )
 
     return wrapper

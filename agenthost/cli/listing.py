@@ -6,7 +6,8 @@ processes."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agenthost.cli.render import fit, uptime_of
 from agenthost.inventory import json_items, only_daemon_known
@@ -83,4 +84,56 @@ def table_rows(
     return headers, rows
 
 
-__all__ = ["cost_text", "json_items", "table_rows"]
+def machine_rows(
+    machines: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+) -> tuple[list[str], list[list[str]]]:
+    """``list --remote``: headers and rows of several machines' ``list --json`` items
+    (``(machine, items)`` in order), each row starting with its machine; the machines
+    in the order given, each one's agents sorted by id."""
+    headers = ["machine", *BASE_HEADERS]
+    rows: list[list[str]] = []
+    tables = [(machine, table_rows(*_from_items(items))) for machine, items in machines]
+    if any(len(h) > len(BASE_HEADERS) for _, (h, _) in tables):
+        headers += DAEMON_HEADERS
+    for machine, (_, machine_table) in tables:
+        for row in machine_table:
+            rows.append([machine, *row, *[""] * (len(headers) - 1 - len(row))])
+    return headers, rows
+
+
+def _from_items(
+    items: Sequence[Mapping[str, Any]],
+) -> tuple[list[DiscoveredHost], dict[str, DaemonAgent]]:
+    # the inverse of json_items, for what another machine printed: an item that does
+    # not read as one is shown unreachable rather than failing the whole listing
+    from pydantic import ValidationError
+
+    from agenthost.client import DiscoveredHost
+    from agenthost.daemon.protocol import DaemonAgent
+    from agenthost.protocol import StatusResponse
+
+    hosts: list[DiscoveredHost] = []
+    known: dict[str, DaemonAgent] = {}
+    for item in items:
+        agent_id = str(item.get("agent_id", "?"))
+        try:
+            if isinstance(item.get("daemon"), dict):
+                known[agent_id] = DaemonAgent.model_validate(item["daemon"])
+            if "socket_path" not in item:
+                continue  # only the daemon knows it
+            status = None
+            if isinstance(item.get("agent"), dict):
+                status = StatusResponse.model_validate(
+                    {"agent": item["agent"], "host": item.get("host")}
+                )
+        except ValidationError:
+            status = None
+        error = str(item.get("error") or "")
+        alive = bool(item.get("alive", True))
+        hosts.append(
+            DiscoveredHost(agent_id, Path(str(item.get("socket_path"))), status, error, alive)
+        )
+    return hosts, known
+
+
+__all__ = ["cost_text", "json_items", "machine_rows", "table_rows"]

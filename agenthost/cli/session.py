@@ -30,7 +30,7 @@ from agenthost.cli.common import Exit
 from agenthost.cli.render import EventRenderer, Style, fit, render_end
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound, NotConnected
-from agenthost.follow import Attached, Backoff, Follow, Gap, Lost
+from agenthost.follow import Attached, Backoff, Follow, Gap, Lost, while_link_fails
 from agenthost.protocol import (
     FINAL_STATES,
     AgentInfo,
@@ -42,6 +42,7 @@ from agenthost.protocol import (
 
 if TYPE_CHECKING:
     from agenthost.daemon.protocol import DaemonAgent
+    from agenthost.remote import Remote
 
 RETRY_FIRST, RETRY_MAX = 0.2, 5.0  # seconds between reconnection attempts
 
@@ -61,7 +62,7 @@ class AttachSession:
     def __init__(
         self,
         agent_id: str,
-        home: Path,
+        home: Path | None,
         *,
         start: Start,
         follow: bool,
@@ -72,9 +73,13 @@ class AttachSession:
         interactive: bool = False,
         out: TextIO | None = None,
         note: Callable[[str], None] | None = None,
+        remote: Remote | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.home = home
+        """The agent's home (with a ``remote``: on that machine, None for its default)."""
+        self.remote = remote
+        self._link_policy = while_link_fails() if remote is not None else None
         self.start = start
         self.follow = follow
         self.as_json = as_json
@@ -138,7 +143,7 @@ class AttachSession:
 
     async def run(self) -> Exit:
         """Follow until the end; the exit status says why it ended."""
-        client = AsyncClient(self.agent_id, home=self.home)
+        client = AsyncClient(self.agent_id, home=self.home, remote=self.remote)
         follow = self._follow = Follow(
             client,
             start=self._first_offset,
@@ -231,6 +236,8 @@ class AttachSession:
             return True  # the host is away: try again after a pause
         if lost.attaches == 0:
             raise lost.error
+        if self._link_policy is not None and not self._link_policy(lost):
+            raise lost.error  # another machine: not the link any more, or for too long
         if not isinstance(lost.error, NotConnected):
             self.note(f"{lost.error}")
         self.note("connection to the host lost; reconnecting…")
@@ -299,7 +306,7 @@ class AttachSession:
         the last run ended, else None."""
         from agenthost.daemon.protocol import AgentStatus
 
-        record = await daemon_record(self.home, self.agent_id)
+        record = await daemon_record(self.home, self.agent_id, self.remote)
         if record is None or record.status not in (AgentStatus.SPAWNING, AgentStatus.RESTARTING):
             return None
         end = record.ended_at or datetime.now(UTC)
@@ -315,7 +322,8 @@ class AttachSession:
         return info
 
     async def _restart_coming(self, info: AgentInfo, *, host_gone: bool) -> bool:
-        return restart_coming(await daemon_record(self.home, self.agent_id), info, host_gone)
+        record = await daemon_record(self.home, self.agent_id, self.remote)
+        return restart_coming(record, info, host_gone)
 
     def _ended(self, info: AgentInfo) -> Exit:
         failed = info.state != "done"
@@ -323,15 +331,20 @@ class AttachSession:
         return Exit.AGENT_FAILED if failed else Exit.OK
 
 
-async def daemon_record(home: Path, agent_id: str) -> DaemonAgent | None:
+async def daemon_record(
+    home: Path | None, agent_id: str, remote: Remote | None = None
+) -> DaemonAgent | None:
     """What the home's daemon knows of the agent; None without a daemon that answers,
-    or when it does not know the agent (then nothing restarts it)."""
+    or when it does not know the agent (then nothing restarts it). With ``remote``:
+    the daemon of that machine (``home`` there)."""
     from agenthost.daemon.client import DaemonClient, daemon_alive
 
-    if not daemon_alive(home):
+    if remote is None and (home is None or not daemon_alive(home)):
         return None
     try:
-        async with DaemonClient(home, connect_timeout=1.0, request_timeout=5.0) as daemon:
+        async with DaemonClient(
+            home, connect_timeout=1.0, request_timeout=5.0, remote=remote
+        ) as daemon:
             agents = await daemon.list()
     except AgentHostError:
         return None

@@ -14,9 +14,12 @@ from agenthost.cli.common import (
     json_option,
     print_json,
     remember_agent_id,
+    remote_option,
+    remotes_option,
     use_color,
 )
 from agenthost.cli.render import Style, render_entry, render_status, table
+from agenthost.remote import Remote
 
 
 def _style() -> Style:
@@ -32,17 +35,28 @@ def _style() -> Style:
     show_default=True,
     help="Seconds to wait for each host's answer.",
 )
+@remotes_option
 @home_option
 @json_option
 @handle_errors
-def list_(project: str | None, timeout: float, home: Path | None, as_json: bool) -> None:
+def list_(
+    project: str | None,
+    timeout: float,
+    remotes: tuple[Remote, ...],
+    home: Path | None,
+    as_json: bool,
+) -> None:
     """List the agents: the hosts found in the hosts directory (probed in parallel) and
-    what the daemon knows (lost agents, restarts), when there is one."""
+    what the daemon knows (lost agents, restarts), when there is one. With --remote,
+    the agents of those machines instead (each runs `agenthost list` there)."""
     from agenthost.cli.listing import table_rows
     from agenthost.client import run_blocking
     from agenthost.inventory import gather
     from agenthost.paths import resolve_home
 
+    if remotes:
+        _list_remotes(remotes, project, timeout, home, as_json)
+        return
     found = run_blocking(gather(resolve_home(home), project=project, timeout=timeout))
     if as_json:
         print_json(found.items())
@@ -55,17 +69,51 @@ def list_(project: str | None, timeout: float, home: Path | None, as_json: bool)
         click.echo("(no daemon answers: the DAEMON column is what it last recorded)", err=True)
 
 
+def _list_remotes(
+    remotes: tuple[Remote, ...],
+    project: str | None,
+    timeout: float,
+    home: Path | None,
+    as_json: bool,
+) -> None:
+    import asyncio
+
+    from agenthost.cli.listing import machine_rows
+    from agenthost.client import run_blocking
+    from agenthost.inventory import REMOTE_LIST_TIMEOUT, gather_remote
+
+    # each machine gets ssh's connect on top of its hosts' answers
+    wait = REMOTE_LIST_TIMEOUT + 4 * timeout
+
+    async def ask() -> list[list[dict[str, object]]]:
+        return list(
+            await asyncio.gather(
+                *(gather_remote(r, project=project, timeout=wait, home=home) for r in remotes)
+            )
+        )
+
+    answers = run_blocking(ask())
+    if as_json:
+        print_json([item for items in answers for item in items])
+        return
+    if not any(answers):
+        click.echo("no agents", err=True)
+        return
+    click.echo(table(*machine_rows([(str(r), a) for r, a in zip(remotes, answers, strict=True)])))
+
+
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
+@remote_option
 @home_option
 @json_option
 @handle_errors
-def status(agent_id: str, home: Path | None, as_json: bool) -> None:
+def status(agent_id: str, home: Path | None, remote: Remote | None, as_json: bool) -> None:
     """Show an agent's state and its host."""
     from agenthost.client import Client
 
     remember_agent_id(agent_id)
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         result = client.status()
     if as_json:
         print_json(result.model_dump(mode="json", exclude_none=True))
@@ -75,15 +123,16 @@ def status(agent_id: str, home: Path | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
+@remote_option
 @home_option
 @json_option
 @handle_errors
-def ping(agent_id: str, home: Path | None, as_json: bool) -> None:
+def ping(agent_id: str, home: Path | None, remote: Remote | None, as_json: bool) -> None:
     """Check that an agent's host answers."""
     from agenthost.client import Client
 
     remember_agent_id(agent_id)
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         result = client.ping()
     if as_json:
         print_json(result.model_dump(mode="json"))
@@ -97,15 +146,18 @@ def ping(agent_id: str, home: Path | None, as_json: bool) -> None:
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.option("--limit", type=click.IntRange(min=0), default=0, help="Newest N entries (0 = all).")
+@remote_option
 @home_option
 @json_option
 @handle_errors
-def history(agent_id: str, limit: int, home: Path | None, as_json: bool) -> None:
+def history(
+    agent_id: str, limit: int, home: Path | None, remote: Remote | None, as_json: bool
+) -> None:
     """Print an agent's chat history (user, assistant, tool entries)."""
     from agenthost.client import Client
 
     remember_agent_id(agent_id)
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         result = client.history(limit)
     if as_json:
         print_json(result.model_dump(mode="json", exclude_none=True))
@@ -119,11 +171,17 @@ def history(agent_id: str, limit: int, home: Path | None, as_json: bool) -> None
 @click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.argument("text", nargs=-1, required=True)
 @click.option("--key", default=None, help="Idempotency key: a retried send is applied once.")
+@remote_option
 @home_option
 @json_option
 @handle_errors
 def send(
-    agent_id: str, text: tuple[str, ...], key: str | None, home: Path | None, as_json: bool
+    agent_id: str,
+    text: tuple[str, ...],
+    key: str | None,
+    home: Path | None,
+    remote: Remote | None,
+    as_json: bool,
 ) -> None:
     """Send a message to the agent (TEXT '-' reads it from stdin)."""
     from agenthost.client import Client
@@ -131,7 +189,7 @@ def send(
     remember_agent_id(agent_id)
     # a message read from stdin ends with the newline of its last line: not part of it
     message = sys.stdin.read().rstrip("\n") if text == ("-",) else " ".join(text)
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         result = client.send(message, key=key)
     if as_json:
         print_json({"ok": True, **result.model_dump(mode="json")})
@@ -155,17 +213,24 @@ def send(
     help="Seconds between SIGTERM and SIGKILL.",
 )
 @click.option("--reason", default="", help="Why (logged by the host).")
+@remote_option
 @home_option
 @json_option
 @handle_errors
 def stop(
-    agent_id: str, force: bool, timeout: float, reason: str, home: Path | None, as_json: bool
+    agent_id: str,
+    force: bool,
+    timeout: float,
+    reason: str,
+    home: Path | None,
+    remote: Remote | None,
+    as_json: bool,
 ) -> None:
     """Stop an agent and its host; waits until the agent has exited."""
     from agenthost.client import Client
 
     remember_agent_id(agent_id)
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         result = client.stop(force=force, timeout=timeout, reason=reason)
     if as_json:
         print_json(result.model_dump(mode="json", exclude_none=True))
@@ -184,10 +249,11 @@ def stop(
 
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
+@remote_option
 @home_option
 @json_option
 @handle_errors
-def interrupt(agent_id: str, home: Path | None, as_json: bool) -> None:
+def interrupt(agent_id: str, home: Path | None, remote: Remote | None, as_json: bool) -> None:
     """Interrupt the agent's current turn (the agent keeps running).
 
     An idle agent has no turn to interrupt: that is said, nothing is sent, and the
@@ -197,7 +263,7 @@ def interrupt(agent_id: str, home: Path | None, as_json: bool) -> None:
     from agenthost.protocol import AgentState
 
     remember_agent_id(agent_id)
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         # asked first: some agents (Claude Code, the demo) take an interrupt request
         # even when idle, so the host's answer alone cannot tell
         idle = client.status().agent.state == AgentState.IDLE
@@ -217,15 +283,16 @@ def interrupt(agent_id: str, home: Path | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
+@remote_option
 @home_option
 @json_option
 @handle_errors
-def pending(agent_id: str, home: Path | None, as_json: bool) -> None:
+def pending(agent_id: str, home: Path | None, remote: Remote | None, as_json: bool) -> None:
     """List the permission requests the agent is waiting on."""
     from agenthost.client import Client
 
     remember_agent_id(agent_id)
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         requests = client.pending()
     if as_json:
         print_json([r.model_dump(mode="json", exclude_none=True) for r in requests])
@@ -262,6 +329,7 @@ def pending(agent_id: str, home: Path | None, as_json: bool) -> None:
     help="Pick one of the answers the agent offers (an ACP agent's options, shown by "
     "`agenthost pending --json`), e.g. its 'allow always'.",
 )
+@remote_option
 @home_option
 @json_option
 @handle_errors
@@ -273,6 +341,7 @@ def respond(
     updated_input: str | None,
     option_id: str | None,
     home: Path | None,
+    remote: Remote | None,
     as_json: bool,
 ) -> None:
     """Answer a pending permission request: allow or deny."""
@@ -289,7 +358,7 @@ def respond(
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--input") from None
         if not isinstance(new_input, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--input")
-    with Client(agent_id, home=home) as client:
+    with Client(agent_id, home=home, remote=remote) as client:
         result = client.respond(
             request_id,
             "allow" if behavior == "allow" else "deny",

@@ -16,8 +16,10 @@ from agenthost.cli.common import (
     json_option,
     print_json,
     remember_agent_id,
+    remote_option,
 )
 from agenthost.protocol import AgentState
+from agenthost.remote import Remote
 
 STATES = [s.value for s in AgentState if s is not AgentState.STARTING]
 
@@ -38,6 +40,7 @@ STATES = [s.value for s in AgentState if s is not AgentState.STARTING]
     default=None,
     help="Give up after this many seconds (default: wait as long as it takes).",
 )
+@remote_option
 @home_option
 @json_option
 @handle_errors
@@ -46,6 +49,7 @@ def wait(
     states: tuple[str, ...],
     timeout: float | None,
     home: Path | None,
+    remote: Remote | None,
     as_json: bool,
 ) -> None:
     """Wait until the agent is in one of the given states.
@@ -58,7 +62,7 @@ def wait(
 
     remember_agent_id(agent_id)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        state, code = runner.run(wait_for_state(agent_id, home, set(states), timeout))
+        state, code = runner.run(wait_for_state(agent_id, home, set(states), timeout, remote))
     if as_json:
         print_json({"ok": code is Exit.OK, "agent_id": agent_id, "state": state})
     else:
@@ -67,7 +71,11 @@ def wait(
 
 
 async def wait_for_state(
-    agent_id: str, home: Path | None, states: set[str], timeout: float | None
+    agent_id: str,
+    home: Path | None,
+    states: set[str],
+    timeout: float | None,
+    remote: Remote | None = None,
 ) -> tuple[str, Exit]:
     """Follow the agent's state events until one of ``states``, a final state, or the
     timeout; return the state and the exit status."""
@@ -75,7 +83,7 @@ async def wait_for_state(
     from agenthost.errors import RequestTimeout
 
     final = {AgentState.DONE.value, AgentState.ERROR.value}
-    async with AsyncClient(agent_id, home=home) as client:
+    async with AsyncClient(agent_id, home=home, remote=remote) as client:
         # attach first, then read the state: no change can slip in between
         sub = await client.attach(10**18)
         state = (await client.status()).agent.state

@@ -1,0 +1,225 @@
+"""Agents on another machine, through a real OpenSSH server (sshtools.sshd): the
+Python clients with ``remote=``, the CLI's ``--remote``, and what failures look like.
+The remote is this machine, reached over ssh on 127.0.0.1 with generated keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from sshtools import Sshd, bridges
+
+from agenthost.client import AsyncClient, Client
+from agenthost.daemon.client import DaemonClient
+from agenthost.errors import DaemonNotRunning, HostNotFound, RemoteError
+from agenthost.follow import Gap
+from agenthost.inventory import gather_remote
+from agenthost.protocol import StreamEvent
+
+from conftest import HostFactory
+from hosttools import pid_gone, wait_for, wait_until
+
+CLI = [sys.executable, "-m", "agenthost"]
+
+
+@pytest.fixture
+def remote_env(sshd: Sshd, home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """$AGENTHOST_SSH and $AGENTHOST_REMOTE_COMMAND set for this test's home; returned
+    as the environment of CLI subprocesses."""
+    values = sshd.env(home)
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    return {**os.environ, **values}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def ssh_children() -> list[psutil.Process]:
+    """The ssh processes this test process started (one per remote connection)."""
+    return [p for p in psutil.Process().children() if p.name() == "ssh"]
+
+
+def test_status_send_attach_with_replay(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory
+) -> None:
+    host_factory("r1")
+    with Client("r1", remote=sshd.remote) as client:
+        assert client.remote is not None and str(client.remote) == sshd.remote
+        assert client.status().agent.id == "r1"
+        sent = client.send("hello there")
+        events = []
+        for event in client.attach(0):  # from the oldest: the replay, then live
+            events.append(event)
+            if event.type == "result":
+                break
+    offsets = [e.offset for e in events]
+    assert offsets == list(range(1, len(offsets) + 1))
+    assert sent.offset in offsets
+    texts = [e.chat_entry.content for e in events if e.chat_entry is not None]
+    assert "hello there" in texts
+
+
+def test_cli_verbs_with_remote(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory, home: Path
+) -> None:
+    host = host_factory("r2")
+    status = cli(remote_env, "status", "r2", "--remote", sshd.remote, "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["agent"]["id"] == "r2"
+    sent = cli(remote_env, "send", "r2", "--remote", sshd.remote, "/ask")
+    assert sent.returncode == 0, sent.stderr
+
+    def pending() -> list[dict[str, object]]:
+        out = cli(remote_env, "pending", "r2", "--remote", sshd.remote, "--json")
+        assert out.returncode == 0, out.stderr
+        return list(json.loads(out.stdout))
+
+    request = wait_for(pending, what="the demo's permission request")[0]
+    answer = cli(
+        remote_env, "respond", "r2", str(request["request_id"]), "allow", "--remote", sshd.remote
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert "allowed" in answer.stdout
+    waited = cli(
+        remote_env, "wait", "r2", "--state", "idle", "--remote", sshd.remote, "--timeout", "30"
+    )
+    assert waited.returncode == 0, waited.stderr
+    history = cli(remote_env, "history", "r2", "--remote", sshd.remote, "--json")
+    roles = [e["role"] for e in json.loads(history.stdout)["entries"]]
+    assert "tool" in roles
+    stopped = cli(remote_env, "stop", "r2", "--remote", sshd.remote, "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["stopped"] is True
+    wait_for(lambda: host.proc.poll() is not None, what="the host's exit")
+    wait_for(lambda: not bridges(home), what="no bridge left on the remote")
+
+
+def test_list_merges_machines(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory
+) -> None:
+    host_factory("r3")
+    user = psutil.Process().username()
+    other = f"{user}@{sshd.remote}"  # the same sshd under a second name
+    out = cli(remote_env, "list", "--remote", sshd.remote, "--remote", other, "--json")
+    assert out.returncode == 0, out.stderr
+    items = json.loads(out.stdout)
+    assert sorted((i["machine"], i["agent_id"]) for i in items) == [
+        (sshd.remote, "r3"),
+        (other, "r3"),
+    ]
+    table = cli(remote_env, "list", "--remote", sshd.remote, "--remote", other)
+    assert table.returncode == 0, table.stderr
+    header = table.stdout.splitlines()[0].split()
+    assert header[:2] == ["MACHINE", "AGENT"]
+    assert [line.split()[0] for line in table.stdout.splitlines()[1:]] == [sshd.remote, other]
+
+
+@pytest.mark.asyncio
+async def test_gather_remote(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory
+) -> None:
+    host_factory("r4")
+    items = await gather_remote(sshd.remote, project="nope")
+    assert items == []
+    items = await gather_remote(sshd.remote)
+    assert [(i["agent_id"], i["machine"], i["reachable"]) for i in items] == [
+        ("r4", sshd.remote, True)
+    ]
+
+
+@pytest.mark.asyncio
+async def test_follow_resumes_after_the_ssh_link_is_killed(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("r5")
+    offsets: list[int] = []
+    killed: list[int] = []
+    async with AsyncClient("r5", remote=sshd.remote) as client:
+        await client.send("/flood 3000")
+        follow = client.follow()
+        async for item in follow:
+            assert not isinstance(item, Gap), item
+            assert isinstance(item, StreamEvent)
+            offsets.append(item.offset)
+            if len(offsets) == 200 and not killed:
+                old_bridges = bridges(home)
+                link = ssh_children()
+                assert len(link) == 1 and len(old_bridges) == 1
+                killed.append(old_bridges[0].pid)
+                os.kill(link[0].pid, signal.SIGKILL)  # the link dies mid-stream
+            if item.type == "result":
+                break
+        assert follow.attaches >= 2
+        # the killed link's bridge went away on the remote (its stdin ended)
+        await wait_until(lambda: pid_gone(killed[0]), what="the old bridge's exit")
+        await follow.aclose()
+    assert offsets == list(range(1, len(offsets) + 1))  # contiguous, none repeated
+    assert len(offsets) > 3000
+    await wait_until(lambda: not bridges(home), what="no bridge left on the remote")
+
+
+@pytest.mark.asyncio
+async def test_killed_link_while_attached_idle_leaves_no_bridge(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("r6")
+    async with AsyncClient("r6", remote=sshd.remote) as client:
+        await client.attach(0)
+        await client.recv_event(timeout=30)
+        await wait_until(lambda: len(bridges(home)) == 1, what="the remote bridge")
+        bridge = bridges(home)[0]
+        os.kill(ssh_children()[0].pid, signal.SIGKILL)
+        await wait_until(lambda: pid_gone(bridge.pid), what="the bridge's exit")
+
+
+def test_unknown_agent_names_the_machine(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory
+) -> None:
+    host_factory("r7")
+    with pytest.raises(HostNotFound) as caught, Client("r8", remote=sshd.remote):
+        pass
+    assert "'r8'" in caught.value.message and sshd.remote in caught.value.message
+    assert caught.value.hint is not None and "r7" in caught.value.hint  # did you mean
+    out = cli(remote_env, "status", "r8", "--remote", sshd.remote)
+    assert out.returncode == 3
+    assert f"no host answers for agent 'r8' on {sshd.remote}" in out.stderr
+
+
+@pytest.mark.asyncio
+async def test_remote_daemon_not_running(sshd: Sshd, remote_env: dict[str, str]) -> None:
+    with pytest.raises(DaemonNotRunning) as caught:
+        async with DaemonClient(remote=sshd.remote) as daemon:
+            await daemon.ping()
+    assert sshd.remote in caught.value.message
+
+
+def test_missing_agenthost_on_the_remote(sshd: Sshd, home: Path, host_factory: HostFactory) -> None:
+    env = {**os.environ, **sshd.env(home, command="/nonexistent")}
+    out = cli(env, "status", "a1", "--remote", sshd.remote)
+    assert out.returncode == 11, out.stderr
+    assert f"agenthost is not installed on {sshd.remote}" in out.stderr
+    assert "AGENTHOST_REMOTE_COMMAND" in out.stderr
+    listed = cli(env, "list", "--remote", sshd.remote, "--json")
+    assert listed.returncode == 11
+    assert json.loads(listed.stdout)["reason"] == "remote"
+
+
+def test_wrong_key_is_a_remote_error(
+    sshd: Sshd, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTHOST_SSH", sshd.ssh(sshd.dir / "wrong_key"))
+    monkeypatch.setenv("AGENTHOST_REMOTE_COMMAND", sshd.env(home)["AGENTHOST_REMOTE_COMMAND"])
+    with pytest.raises(RemoteError) as caught, Client("a1", remote=sshd.remote):
+        pass
+    assert caught.value.message.startswith(f"ssh to {sshd.remote} failed: ")
+    assert "Permission denied" in caught.value.message
