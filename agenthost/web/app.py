@@ -229,6 +229,7 @@ def make_app(gw: Gateway) -> ASGIApp:
             AgentHostError: _library_error,
         },
     )
+    app.router.redirect_slashes = False  # a redirect would echo a path as the client wrote it
     app.state.gateway = gw
     return Guard(app, gw)
 
