@@ -30,13 +30,16 @@ export function showAgent(page, key) {
   const badge = h("span", { class: "badge", id: "agent-state" }, "…");
   const cost = h("span", { class: "cost muted", id: "agent-cost" });
   const machine = h("span", { class: "machine" });
+  const task = h("div", { class: "agent-task", id: "agent-task" });
   const log = h("ol", { class: "log", id: "log" });
   const pendingArea = h("div", { class: "pending-area", id: "pending" });
   const notice = h("p", { class: "error", id: "agent-error", role: "alert" });
   const input = h("textarea", {
     id: "input",
     rows: 1,
-    placeholder: "Message the agent (Enter sends, Shift+Enter a new line)",
+    placeholder: "Message the agent",
+    title: "Enter sends, Shift+Enter starts a new line",
+    "aria-label": "Message the agent",
     enterkeyhint: "send",
   });
   const sendButton = h("button", { type: "submit", class: "primary", id: "send" }, "Send");
@@ -67,7 +70,8 @@ export function showAgent(page, key) {
       "div",
       { class: "agent-head" },
       h("a", { href: "#/", class: "back", "aria-label": "All agents" }, "‹ Agents"),
-      h("div", { class: "agent-title" }, name, machine, h("span", { class: "spacer" }), cost, badge)
+      h("div", { class: "agent-title" }, name, machine, h("span", { class: "spacer" }), cost, badge),
+      task
     ),
     log,
     pendingArea,
@@ -112,6 +116,7 @@ export function showAgent(page, key) {
     const m = typeof status.machine === "string" ? status.machine : key.includes("@") ? key.slice(key.indexOf("@") + 1) : "";
     machine.textContent = m ? `@ ${m}` : "";
     cost.textContent = dollars(agent.cost_usd);
+    task.textContent = [agent.task, agent.description].find((t) => typeof t === "string" && t) || "";
     setState(agent.state);
   }
 
@@ -136,13 +141,17 @@ export function showAgent(page, key) {
     }
   }
 
+  // An entry shows its time when it differs from the one above (a turn is one minute).
+  let lastClock = "";
+  function stamp(time) {
+    const text = clock(time);
+    if (!text || text === lastClock) return null;
+    lastClock = text;
+    return h("time", { class: "when", datetime: time, title: time }, text);
+  }
+
   function entry(offset, kind, time, ...children) {
-    return h(
-      "li",
-      { class: `entry ${kind}`, dataset: { offset } },
-      ...children,
-      time ? h("time", { class: "when" }, clock(time)) : null
-    );
+    return h("li", { class: `entry ${kind}`, dataset: { offset } }, ...children, stamp(time));
   }
 
   function block(text) {
@@ -212,7 +221,7 @@ export function showAgent(page, key) {
       request.tool_input ? h("code", { class: "tool-input" }, String(request.tool_input)) : null,
       buttons,
       status,
-      time ? h("time", { class: "when" }, clock(time)) : null
+      offset ? stamp(time) : null
     );
     const choices = [];
     if (Array.isArray(request.options) && request.options.length) {

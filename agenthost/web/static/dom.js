@@ -66,5 +66,7 @@ export function dollars(cost) {
 /** Clock time of an RFC 3339 string, for one line of a conversation. */
 export function clock(text) {
   const ms = when(text);
-  return Number.isFinite(ms) ? new Date(ms).toLocaleTimeString() : "";
+  return Number.isFinite(ms)
+    ? new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : "";
 }
