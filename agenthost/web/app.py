@@ -199,13 +199,17 @@ class Guard:
             if name == b"host":
                 host = value.decode("latin-1")
                 break
-        status = 0
 
         async def send_with_headers(message: Message) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
                 message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                # as the answer starts: a stream's line comes when it opens
+                log.info(
+                    "web.request",
+                    method=scope["method"],
+                    path=scope["path"],
+                    status=message["status"],
+                )
             await send(message)
 
         if not access.host_allowed(host, self.gw.allowed_hosts):
@@ -216,7 +220,6 @@ class Guard:
             await response(scope, receive, send_with_headers)
         else:
             await self.app(scope, receive, send_with_headers)
-        log.info("web.request", method=scope["method"], path=scope["path"], status=status)
 
 
 def make_app(gw: Gateway) -> ASGIApp:

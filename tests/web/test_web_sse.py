@@ -1,0 +1,214 @@
+"""Server-Sent Events of the gateway against real hosts: ids are offsets; ``after``,
+``tail`` and ``Last-Event-ID`` (which wins) resume exactly once and in order;
+``truncated`` says what is gone; a stream goes on through a restart of its host; the
+overview stream; pings; a stop of the gateway with streams open."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, take, until
+
+from agenthost.client import AsyncClient
+from agenthost.web.payloads import PING
+from agenthost.web.sse import agent_stream, start_offset
+
+from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for
+
+ECHO = lines_agent(
+    "import sys\n"
+    "for line in sys.stdin:\n"
+    "    if line.startswith('exit'):\n"
+    "        sys.exit(0)\n"
+    "    print('echo ' + line.strip(), flush=True)\n"
+)
+
+
+def say(api: httpx.Client, agent: str, text: str) -> int:
+    answer = api.post(f"/api/agents/{agent}/send", json={"input": text})
+    assert answer.status_code == 200, answer.text
+    offset: int = answer.json()["offset"]
+    return offset
+
+
+def echoed(text: str) -> object:
+    return lambda e: e.event == "message" and e.json().get("data") == f"echo {text}"
+
+
+def head(host: HostProc) -> int:
+    with host.raw() as conn:
+        offset: int = conn.request("host.history", {"limit": 1})["payload"]["offset"]
+    return offset
+
+
+@contextlib.contextmanager
+def stream(api: httpx.Client, agent: str, **kw: Any) -> Iterator[Iterator[SseEvent]]:
+    """The events of ``GET /api/agents/AGENT/events`` (``kw``: params, headers)."""
+    with api.stream("GET", f"/api/agents/{agent}/events", **kw) as response:
+        assert response.status_code == 200, response.read()
+        yield sse_events(response)
+
+
+def events_after(api: httpx.Client, agent: str, count: int, **kw: Any) -> list[SseEvent]:
+    with stream(api, agent, **kw) as events:
+        return take(events, count)
+
+
+def test_after_tail_and_last_event_id_start_where_they_say(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host = host_factory("e1", "--agent", "lines", command=ECHO)
+    api = gateway.client()
+    for word in ("a", "b", "c", "d"):
+        say(api, "e1", word)
+    last = wait_for(lambda: head(host) >= 8 and head(host), what="8 events")
+    assert offsets(events_after(api, "e1", 3, params={"after": 2})) == [3, 4, 5]
+    assert offsets(events_after(api, "e1", 2, params={"tail": 2})) == [last - 1, last]
+    assert offsets(events_after(api, "e1", 2, params={"tail": 10_000})) == [1, 2]
+    # Last-Event-ID wins over ?after= and ?tail= (a browser reconnects with both)
+    got = events_after(api, "e1", 2, params={"after": 1, "tail": 1}, headers={"Last-Event-ID": "5"})
+    assert offsets(got) == [6, 7]
+    assert all(e.event == "message" and e.json()["offset"] == int(e.id or 0) for e in got)
+
+
+def test_reconnecting_with_last_event_id_gives_each_offset_once_in_order(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("e2", "--agent", "lines", command=ECHO)
+    api = gateway.client()
+    seen: list[int] = []
+    last_id: str | None = None
+    for round_ in range(4):
+        say(api, "e2", f"w{round_}")
+        headers = {"Last-Event-ID": last_id} if last_id else {}
+        with stream(api, "e2", headers=headers) as events:
+            got = until(events, echoed(f"w{round_}"))
+            seen += offsets(got)
+            last_id = got[-1].id
+    assert seen == list(range(1, len(seen) + 1))
+
+
+def test_truncated_says_which_events_are_gone(gateway: Gateway, host_factory: HostFactory) -> None:
+    host = host_factory("e3", "--agent", "lines", "--no-journal", "--ring-size", "4", command=ECHO)
+    api = gateway.client()
+    for word in ("a", "b", "c", "d", "e"):
+        say(api, "e3", word)
+    last = wait_for(lambda: head(host) >= 10 and head(host), what="10 events")
+    got = events_after(api, "e3", 2, params={"after": 1})
+    assert got[0].event == "truncated" and got[0].id is None
+    gap = got[0].json()
+    assert gap["reason"] == "evicted" and gap["after"] == 1 and gap["before"] == last - 3
+    assert isinstance(gap["epoch"], str) and gap["epoch"]
+    assert got[1].id == str(last - 3)
+    # from the oldest kept (no position): nothing was owed, no notice
+    assert offsets(events_after(api, "e3", 1)) == [last - 3]
+
+
+def end_run(host: HostProc, api: httpx.Client, agent: str) -> None:
+    say(api, agent, "exit")
+    host.wait_exit()
+
+
+def test_a_stream_goes_on_through_a_restart_of_its_host(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    first = host_factory("e4", "--agent", "lines", "--linger", "0", command=ECHO)
+    api = gateway.client()
+    with stream(api, "e4") as events:
+        say(api, "e4", "one")
+        got = until(events, echoed("one"))
+        end_run(first, api, "e4")
+        host_factory("e4", "--agent", "lines", command=ECHO)  # the same journal
+        say(api, "e4", "two")
+        got += until(events, echoed("two"))
+    assert not [e for e in got if e.event != "message"]
+    assert offsets(got) == list(range(1, len(got) + 1))
+
+
+def test_a_new_stream_after_a_restart_is_announced(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    args = ("--agent", "lines", "--no-journal")
+    first = host_factory("e5", *args, "--linger", "0", command=ECHO)
+    api = gateway.client()
+    with stream(api, "e5") as events:
+        say(api, "e5", "one")
+        until(events, echoed("one"))
+        end_run(first, api, "e5")
+        host_factory("e5", *args, command=ECHO)
+        say(api, "e5", "two")
+        got = until(events, echoed("two"))
+    notices = [e for e in got if e.event == "truncated"]
+    assert len(notices) == 1 and notices[0].json()["reason"] == "new_epoch"
+    after = got[got.index(notices[0]) + 1 :]
+    assert offsets(after) == list(range(1, len(after) + 1))
+
+
+def test_the_overview_stream_sends_the_list_and_its_changes(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("o1")
+    api = gateway.client()
+    with api.stream("GET", "/api/events") as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(response)
+        first = next(events)
+        assert first.event == "agents" and first.id is None
+        assert [i["key"] for i in first.json()] == ["o1"]
+        host_factory("o2")
+        later = until(events, lambda e: len(e.json()) == 2)
+    assert [i["key"] for i in later[-1].json()] == ["o1", "o2"]
+
+
+@pytest.mark.asyncio
+async def test_a_quiet_stream_pings_and_ends_when_the_gateway_closes(
+    host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("p1")
+    closing = asyncio.Event()
+    client = AsyncClient("p1", home=home)
+    body = agent_stream(client, start_offset(HEAD, None), closing, ping_seconds=0.01)
+    assert await asyncio.wait_for(anext(body), DEADLINE) == PING
+    closing.set()
+    rest = [chunk async for chunk in body]
+    assert rest in ([], [PING])
+    assert not client.connected
+
+
+def test_sigterm_ends_open_streams_and_the_gateway_cleanly(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("g1")
+    paths = ["/api/agents/g1/events", "/api/events", "/api/agents/g1/events"]
+    ended: list[str] = []
+
+    def read(path: str) -> None:
+        headers = {"Authorization": f"Bearer {gateway.token}"}
+        with httpx.Client(base_url=gateway.url, headers=headers, timeout=DEADLINE) as api:
+            with api.stream("GET", path) as response:
+                for _ in response.iter_lines():
+                    pass
+        ended.append(path)
+
+    readers = [threading.Thread(target=read, args=(p,)) for p in paths]
+    for reader in readers:
+        reader.start()
+    wait_for(lambda: opened(gateway) >= 3, what="three open streams")
+    assert gateway.stop(signal.SIGTERM) == 0
+    for reader in readers:
+        reader.join(DEADLINE)
+    assert sorted(ended) == sorted(paths)  # each stream ended as a complete answer
+
+
+def opened(gateway: Gateway) -> int:
+    """Streams the gateway started answering (it logs each request as it answers)."""
+    log = gateway.log()
+    return log.count('"path": "/api/agents/g1/events"') + log.count('"path": "/api/events"')
