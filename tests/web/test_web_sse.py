@@ -21,7 +21,7 @@ from agenthost.client import AsyncClient
 from agenthost.web.payloads import PING
 from agenthost.web.sse import agent_stream, start_offset
 
-from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for
+from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for, wait_until
 
 ECHO = lines_agent(
     "import sys\n"
@@ -212,3 +212,46 @@ def opened(gateway: Gateway) -> int:
     """Streams the gateway started answering (it logs each request as it answers)."""
     log = gateway.log()
     return log.count('"path": "/api/agents/g1/events"') + log.count('"path": "/api/events"')
+
+
+CLIENTS = 200
+FLOOD = 300
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_200_streams_on_one_agent_under_a_flood_miss_nothing(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host = host_factory("fl")
+    start = head(host)
+    headers = {"Authorization": f"Bearer {gateway.token}"}
+    limits = httpx.Limits(max_connections=CLIENTS + 10)
+    async with httpx.AsyncClient(
+        base_url=gateway.url, headers=headers, timeout=DEADLINE, limits=limits
+    ) as api:
+        opened = 0
+
+        async def follow() -> list[int]:
+            nonlocal opened
+            seen: list[int] = []
+            path = "/api/agents/fl/events"
+            async with api.stream("GET", path, params={"after": start}) as response:
+                assert response.status_code == 200
+                opened += 1
+                async for line in response.aiter_lines():
+                    if line.startswith("id: "):
+                        seen.append(int(line[4:]))
+                    elif line.startswith("data: ") and '"type":"result"' in line:
+                        return seen
+            raise AssertionError(f"the stream ended after {seen[-3:]}")
+
+        readers = [asyncio.create_task(follow()) for _ in range(CLIENTS)]
+        await wait_until(lambda: opened == CLIENTS, "every stream open")
+        sent = await api.post("/api/agents/fl/send", json={"input": f"/flood {FLOOD}"})
+        assert sent.status_code == 200
+        results = await asyncio.wait_for(asyncio.gather(*readers), 120)
+    last = results[0][-1]
+    assert last - start > FLOOD  # the flood's messages are all in it
+    for seen in results:
+        assert seen == list(range(start + 1, last + 1))  # each offset once, in order
