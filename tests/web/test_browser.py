@@ -27,6 +27,8 @@ from browser import (
 )
 from webtools import Gateway
 
+from hosttools import lines_agent
+
 try:
     from playwright.sync_api import Browser, Locator, Page, expect
 except ImportError:  # the browser fixture skips the tests (fails them in CI)
@@ -345,3 +347,56 @@ def test_nothing_scrolls_sideways(
             assert box["x"] >= 0 and box["x"] + box["width"] <= width, selector
     finally:
         page.context.close()
+
+
+def test_interrupt_ends_a_long_turn(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    send(page, "/sleep 600")
+    expect(page.locator("#agent-state")).to_have_text("running")
+    page.locator("#interrupt").click()
+    expect(page.locator("#agent-state")).to_have_text("idle")
+    expect(page.locator("#agent-error")).to_be_empty()
+
+
+def test_a_plain_program_shows_its_output(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    code = (
+        "import sys\n"
+        "print('<b>started</b>', file=sys.stderr, flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    print('echo:', line.strip(), flush=True)\n"
+    )
+    host_factory("plain", "--agent", "lines", command=lines_agent(code))
+    log_in(page, gateway.token)
+    open_agent(page, "plain")
+    expect(page.locator(".entry.output.stream-stderr")).to_have_text("<b>started</b>")
+    send(page, "ping")
+    expect(page.locator(".entry.output.stream-stdout").last).to_have_text("echo: ping")
+    assert page.locator("#log b").count() == 0
+    assert_unique_increasing(page)
+
+
+def test_the_overview_comes_back_with_what_changed_meanwhile(
+    page: Page,
+    gateway: Gateway,
+    gateway_factory: GatewayFactory,
+    host_factory: HostFactory,
+    home: Path,
+) -> None:
+    host_factory("early")
+    log_in(page, gateway.token)
+    expect(agent_card(page, "early")).to_be_visible()
+    gateway.stop(signal.SIGKILL)
+    expect(page.locator("#conn")).to_be_visible()
+    host_factory("late")
+    agenthost(home, "send", "early", "/ask")
+    start_again(gateway, gateway_factory)
+    expect(page.locator("#conn")).to_be_hidden()
+    expect(agent_card(page, "late")).to_be_visible()
+    expect(agent_card(page, "early")).to_have_class(re.compile(r"\bneeds-you\b"))
+    expect(page.locator(".agent")).to_have_count(2)

@@ -8,6 +8,7 @@ throws.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -205,3 +206,33 @@ def test_a_garbage_overview_shows_the_sane_agents(page: Page, gateway: Gateway) 
     expect(page.locator('.agent[data-key="nokey"] .badge')).to_have_text("unreachable")
     expect(page.locator('.agent[data-key="<b>bold</b>"] .name')).to_have_text("<b>bold</b>")
     assert page.locator("#agents b, #agents img, #agents script").count() == 0
+
+
+def test_a_new_stream_starts_the_offsets_again_with_a_notice(page: Page, gateway: Gateway) -> None:
+    assert gateway.token
+    log_in(page, gateway.token)
+    new_epoch = {"epoch": "e2", "after": 0, "before": 1, "reason": "new_epoch"}
+    body = sse(
+        chat(1, role="user", content="old one"),
+        chat(2, role="assistant", content="old two"),
+        ("truncated", json.dumps(new_epoch)),
+        chat(1, role="user", content="new one"),
+        chat(2, role="assistant", content="new two"),
+    )
+    calls: list[str] = []
+
+    def stream(route: Route) -> str:
+        calls.append(route.request.url)
+        return body if len(calls) == 1 else ""
+
+    agent = "**/api/agents/fresh"
+    page.route(f"{agent}/events*", fulfil(stream, "text/event-stream"))
+    page.route(agent, fulfil(json.dumps({"agent": {"id": "fresh", "state": "idle"}})))
+    page.route(f"{agent}/pending", fulfil(json.dumps({"requests": []})))
+    page.goto(gateway.url + "#/agent/fresh")
+    expect(page.locator(".entry.msg").last).to_contain_text("new two")
+    assert shown_offsets(page) == [1, 2, 1, 2]
+    expect(page.locator('.entry.gap[data-gap="new_epoch"]')).to_contain_text("new stream")
+    expect(page.locator(".entry.msg")).to_have_text(
+        [re.compile(t) for t in ["old one", "old two", "new one", "new two"]]
+    )

@@ -98,6 +98,7 @@ export function showAgent(page, key) {
     badge.dataset.state = state;
   }
 
+  /** Ask for the agent's status and show it; false when there is no such agent. */
   async function refreshStatus() {
     let status;
     try {
@@ -106,8 +107,9 @@ export function showAgent(page, key) {
       if (err instanceof ApiError && err.status === 404) {
         showNotice(`No agent "${key}" here.`);
         setState("unknown");
+        return false;
       }
-      return;
+      return true;
     }
     if (closed || !status || typeof status !== "object") return;
     const agent = status.agent && typeof status.agent === "object" ? status.agent : {};
@@ -118,6 +120,7 @@ export function showAgent(page, key) {
     cost.textContent = dollars(agent.cost_usd);
     task.textContent = [agent.task, agent.description].find((t) => typeof t === "string" && t) || "";
     setState(agent.state);
+    return true;
   }
 
   // ---- the conversation ----------------------------------------------------------
@@ -483,7 +486,8 @@ export function showAgent(page, key) {
 
   // ---- the stream -----------------------------------------------------------------
 
-  const stream = new Stream({
+  let stream = null;
+  const open = () => new Stream({
     // A new connection (not the browser's own retry) resumes after the last offset shown.
     url: () => agentPath(key, lastOffset > 0 ? `/events?after=${lastOffset}` : `/events?tail=${TAIL}`),
     handlers: { message: onEvent, truncated: onTruncated },
@@ -504,12 +508,15 @@ export function showAgent(page, key) {
       return true;
     },
   });
-  refreshStatus();
+  // The status first: which events are the conversation depends on the backend.
+  refreshStatus().then((found) => {
+    if (found && !closed) stream = open();
+  });
 
   return {
     close() {
       closed = true;
-      stream.close();
+      if (stream) stream.close();
     },
   };
 }
