@@ -84,7 +84,7 @@ def read_session(secret: bytes, value: str, now: float) -> Session | None:
     if not body or not hmac.compare_digest(mac.encode(), _mac(secret, body).encode()):
         return None
     parts = body.split(".")
-    if len(parts) != 4 or parts[0] != "v1" or not parts[3].isdigit():
+    if len(parts) != 4 or parts[0] != "v1" or not (parts[3].isascii() and parts[3].isdigit()):
         return None
     issued = int(parts[3])
     if not 0 <= now - issued <= SESSION_SECONDS:

@@ -83,7 +83,9 @@ def check_origin(gw: Gateway, request: Request) -> None:
 async def read_body(request: Request) -> bytes:
     """The request's body, at most MAX_BODY bytes (HttpError 413 beyond)."""
     length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+    if length is not None and not (
+        length.isascii() and length.isdigit() and int(length) <= MAX_BODY
+    ):
         raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
     chunks: list[bytes] = []
     size = 0

@@ -160,7 +160,7 @@ def query_int(value: str | None, name: str, *, minimum: int = 0) -> int | None:
     if value is None or value == "":
         return None
     value = value.strip()
-    if not value.isdigit() or len(value) > 18:
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:
         raise bad_request(f"{name} must be a whole number, not {value[:40]!r}")
     number = int(value)
     if number < minimum:
