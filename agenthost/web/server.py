@@ -19,6 +19,7 @@ import uvicorn
 import uvloop
 
 from agenthost.errors import ConfigError
+from agenthost.sdnotify import sd_notify
 from agenthost.web import access
 from agenthost.web.agents import Agents
 from agenthost.web.app import make_app
@@ -104,6 +105,7 @@ class GatewayServer(uvicorn.Server):
     def request_exit(self) -> None:
         """Stop: streams end now, then the server (what a signal does)."""
         log.info("web.stopping")
+        sd_notify("STOPPING=1")
         self._on_exit()
         self.should_exit = True
 
@@ -177,6 +179,7 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
         if server.started:
             log.info("web.listening", url=url(options, port), remotes=list(options.remotes))
             announce(url(options, port))
+            sd_notify("READY=1")
         await task
 
     try:
