@@ -400,3 +400,22 @@ def test_the_overview_comes_back_with_what_changed_meanwhile(
     expect(agent_card(page, "late")).to_be_visible()
     expect(agent_card(page, "early")).to_have_class(re.compile(r"\bneeds-you\b"))
     expect(page.locator(".agent")).to_have_count(2)
+
+
+def test_a_flood_is_shown_whole_and_once_up_to_the_last_entries(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    count = 1500  # more entries than the page keeps on screen (1000)
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    send(page, f"/flood {count}")
+    expect(page.locator(".entry.role-assistant").last).to_have_text(
+        re.compile(f"flood {count}/{count}"), timeout=60000
+    )
+    expect(page.locator("#trimmed")).to_be_visible()
+    assert_unique_increasing(page)
+    texts = page.locator(".entry.role-assistant .text").all_text_contents()
+    numbers = [int(t.split()[1].split("/")[0]) for t in texts if t.startswith("flood ")]
+    assert numbers == list(range(numbers[0], count + 1)), "a flood entry missing or repeated"
+    assert page.locator("#log > li").count() <= 1000

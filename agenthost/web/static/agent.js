@@ -7,6 +7,8 @@ import { clock, dollars, h, replace } from "./dom.js";
 
 /** Events the page asks for when it opens an agent (older ones stay in history). */
 const TAIL = 500;
+/** Entries the page keeps on screen; older ones leave it (history keeps them all). */
+const MAX_ENTRIES = 1000;
 /** A tool result longer than this many lines is folded (a tap unfolds it). */
 const FOLD_LINES = 12;
 
@@ -32,6 +34,13 @@ export function showAgent(page, key) {
   const machine = h("span", { class: "machine" });
   const task = h("div", { class: "agent-task", id: "agent-task" });
   const log = h("ol", { class: "log", id: "log" });
+  const trimmed = h(
+    "p",
+    { class: "muted trimmed", id: "trimmed", hidden: true },
+    `Only the last ${MAX_ENTRIES} entries are shown; `,
+    h("code", {}, `agenthost history ${key}`),
+    " has them all."
+  );
   const pendingArea = h("div", { class: "pending-area", id: "pending" });
   const notice = h("p", { class: "error", id: "agent-error", role: "alert" });
   const input = h("textarea", {
@@ -73,6 +82,7 @@ export function showAgent(page, key) {
       h("div", { class: "agent-title" }, name, machine, h("span", { class: "spacer" }), cost, badge),
       task
     ),
+    trimmed,
     log,
     pendingArea,
     h("div", { class: "dock" }, notice, confirmRow, form, actions)
@@ -135,6 +145,10 @@ export function showAgent(page, key) {
   function add(node) {
     if (!scrollQueued) follow = atBottom();
     log.appendChild(node);
+    if (log.childElementCount > MAX_ENTRIES) {
+      log.firstElementChild.remove();
+      trimmed.hidden = false;
+    }
     if (follow && !scrollQueued) {
       scrollQueued = true;
       requestAnimationFrame(() => {
