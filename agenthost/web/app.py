@@ -110,7 +110,7 @@ async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response
         raise
     start = start_offset(resume if resume is not None else after, tail)
     return StreamingResponse(
-        agent_stream(client, start, gw.closing),
+        agent_stream(client, start, gw.closing, backoff=gw.agents.backoff(key)),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )

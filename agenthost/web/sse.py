@@ -53,16 +53,20 @@ async def agent_stream(
     closing: asyncio.Event,
     *,
     ping_seconds: float = PING_SECONDS,
+    backoff: Backoff | None = None,
 ) -> AsyncIterator[bytes]:
     """The SSE body of one agent's stream: each event once, in order, across host
     restarts (the follow reconnects for as long as the browser stays), with a ping
     comment when nothing happened for ``ping_seconds``. Ends when ``closing`` is set
-    (the gateway shuts down)."""
+    (the gateway shuts down). ``backoff``: the pauses between attempts to reach the
+    host again."""
 
     def keep_trying(_lost: Lost) -> bool:
         return not closing.is_set()
 
-    follow = Follow(client, None, start=start, keep_trying=keep_trying, backoff=Backoff(0.05, 2.0))
+    follow = Follow(
+        client, None, start=start, keep_trying=keep_trying, backoff=backoff or Backoff(0.05, 2.0)
+    )
     closed = asyncio.ensure_future(closing.wait())
     step: asyncio.Future[Any] | None = None
     try:
