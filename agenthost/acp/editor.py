@@ -35,6 +35,7 @@ from agenthost.agents import structured_output
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, NotConnected, UnknownRequest
 from agenthost.follow import Attached, Backoff, Follow, Gap, Lost
+from agenthost.remote import Remote
 
 log = structlog.get_logger("agenthost.acp")
 
@@ -60,11 +61,15 @@ class EditorBridge:
         stdin: int = 0,
         stdout: int = 1,
         request_timeout: float = 10.0,
+        remote: Remote | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.home = home
+        self.remote = remote
         self.bridge = Bridge(agent_id, version=__version__)
-        self.requests = AsyncClient(agent_id, home=home, request_timeout=request_timeout)
+        self.requests = AsyncClient(
+            agent_id, home=home, request_timeout=request_timeout, remote=remote
+        )
         self._stdin = stdin
         self._stdout = stdout
         self._out: _Output | None = None
@@ -182,7 +187,7 @@ class EditorBridge:
     # --- the host's stream ----------------------------------------------------------
 
     async def _follow(self, start: StartFollow) -> None:
-        client = AsyncClient(self.agent_id, home=self.home)
+        client = AsyncClient(self.agent_id, home=self.home, remote=self.remote)
         follow = Follow(
             client,
             start.after,
@@ -318,13 +323,14 @@ def _streams(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
-def run(agent_id: str, home: Path | None = None) -> int:
-    """Run ``agenthost acp`` on this process's stdio; return the exit status."""
+def run(agent_id: str, home: Path | None = None, remote: Remote | None = None) -> int:
+    """Run ``agenthost acp`` on this process's stdio; return the exit status (``remote``:
+    the agent runs on that machine, ``home`` is its home there)."""
     import uvloop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         with contextlib.suppress(KeyboardInterrupt):
-            return runner.run(EditorBridge(agent_id, home=home).run())
+            return runner.run(EditorBridge(agent_id, home=home, remote=remote).run())
     return 0
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from agenthost.cli.common import complete_agent_ids, handle_errors, home_option
+from agenthost.cli.common import complete_agent_ids, handle_errors, home_option, remote_option
 from agenthost.log import LEVELS
+from agenthost.remote import Remote
 
 
 @click.command()
@@ -20,9 +21,10 @@ from agenthost.log import LEVELS
     show_default=True,
     help="Log verbosity (logs go to stderr).",
 )
+@remote_option
 @home_option
 @handle_errors
-def acp(agent_id: str, log_level: str, home: Path | None) -> None:
+def acp(agent_id: str, log_level: str, home: Path | None, remote: Remote | None) -> None:
     """Speak ACP (the Agent Client Protocol) on stdin/stdout, as the agent AGENT_ID.
 
     \b
@@ -31,6 +33,7 @@ def acp(agent_id: str, log_level: str, home: Path | None) -> None:
     session. session/load replays the conversation, then updates stream live;
     prompts, cancels and permission answers go to the agent's host. It exits
     when the editor closes stdin; the agent keeps running. See docs/acp.md.
+    With --remote, the agent runs on that machine (reached over ssh).
     """
     from agenthost.acp.editor import run
     from agenthost.log import configure_logging
@@ -38,4 +41,4 @@ def acp(agent_id: str, log_level: str, home: Path | None) -> None:
 
     validate_agent_id(agent_id)
     configure_logging(log_level)
-    sys.exit(run(agent_id, home))
+    sys.exit(run(agent_id, home, remote))

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -29,6 +29,9 @@ from agenthost.errors import (
     UnknownRequest,
 )
 from agenthost.paths import agent_id_from_socket, hosts_dir, journal_dir, resolve_home
+
+if TYPE_CHECKING:
+    from agenthost.remote import Remote
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,9 +105,11 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
         ),
         click.option(
             "--cwd",
-            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            type=click.Path(file_okay=False, path_type=Path),
+            callback=_cwd_value,
             default=None,
-            help="Working directory (worktree) of the agent [default: current directory].",
+            help="Working directory (worktree) of the agent [default: current directory; "
+            "with --remote, a directory there: the remote home by default].",
         ),
         click.option("--project", default="", help="Project name, for listing and discovery."),
         click.option("--task", default=None, help="Task id or title shown in status."),
@@ -126,6 +131,27 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     return func
 
 
+def _cwd_value(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    # a directory of this machine, unless the agent runs on another (--remote, an
+    # eager option: already read when this runs)
+    if value is None or ctx.params.get("remote") is not None:
+        return value
+    if not value.is_dir():
+        raise click.BadParameter(f"Directory {str(value)!r} does not exist.")
+    return value
+
+
+def check_adapter(
+    kind: str, resume: str | None, agent_opts: tuple[str, ...], command: tuple[str, ...]
+) -> dict[str, str]:
+    """Usage errors of an agent's adapter options and command; return the options."""
+    from agenthost.agents import AdapterOptions, make_adapter
+
+    params = parse_pairs(agent_opts, "--agent-opt")
+    make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
+    return params
+
+
 def check_agent(
     agent_id: str,
     home: Path | None,
@@ -136,15 +162,12 @@ def check_agent(
 ) -> tuple[Path, dict[str, str]]:
     """Usage errors of an agent's description before anything starts (the socket path,
     the adapter's options and command); return the home and the adapter options."""
-    from agenthost.agents import AdapterOptions, make_adapter
     from agenthost.paths import check_socket_path, resolve_home, socket_path
 
     remember_agent_id(agent_id)
     root = resolve_home(home)
     check_socket_path(socket_path(root, agent_id))
-    params = parse_pairs(agent_opts, "--agent-opt")
-    make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
-    return root, params
+    return root, check_adapter(kind, resume, agent_opts, command)
 
 
 def home_option(func: Callable[P, R]) -> Callable[P, R]:
@@ -185,6 +208,7 @@ def remote_option(func: Callable[P, R]) -> Callable[P, R]:
         metavar="[USER@]HOST[:PORT]",
         callback=_remote_value,
         default=None,
+        is_eager=True,  # read before the options whose meaning it changes (--cwd)
         help=_REMOTE_HELP,
     )(func)
 
@@ -214,6 +238,32 @@ def _remote_value(_ctx: click.Context, _param: click.Parameter, value: Any) -> A
     except AgentHostError as exc:
         hint = f" ({exc.hint})" if exc.hint else ""
         raise click.BadParameter(f"{exc.message}{hint}") from exc
+
+
+def run_there(remote: Remote, args: list[str], *, output: Path | None = None) -> NoReturn:
+    """Run ``agenthost ARGS`` on ``remote`` over ssh and exit with its status: its
+    stdout is ours (or goes to ``output``), its stderr is passed on. For commands that
+    need no connection to a host (``export``, ``forget``). ssh's own failure, or no
+    agenthost there, raise RemoteError."""
+    import subprocess
+
+    from agenthost.remote import NOT_FOUND_STATUSES, SSH_FAILED, exit_error
+
+    argv = remote.ssh_argv(args)
+    try:
+        with open(output, "wb") if output else contextlib.nullcontext() as out:
+            proc = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, check=False
+            )
+    except OSError as exc:
+        raise RemoteError(f"cannot run {argv[0]!r} to reach {remote}: {exc}") from exc
+    if proc.returncode in (SSH_FAILED, *NOT_FOUND_STATUSES):
+        error = exit_error(remote, proc.returncode, proc.stderr, target=f"`agenthost {args[0]}`")
+        if error is not None:
+            raise error
+    sys.stderr.buffer.write(proc.stderr)
+    sys.stderr.flush()
+    sys.exit(proc.returncode)
 
 
 def json_option(func: Callable[P, R]) -> Callable[P, R]:

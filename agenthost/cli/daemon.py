@@ -10,6 +10,7 @@ import click
 
 from agenthost.cli.common import (
     agent_options,
+    check_adapter,
     check_agent,
     complete_agent_ids,
     handle_errors,
@@ -18,8 +19,12 @@ from agenthost.cli.common import (
     parse_pairs,
     print_json,
     remember_agent_id,
+    remote_option,
+    run_there,
 )
 from agenthost.log import LEVELS
+from agenthost.paths import validate_agent_id
+from agenthost.remote import Remote
 
 
 @click.command(context_settings={"show_default": True})
@@ -160,6 +165,7 @@ def _stop_first(agent_id: str) -> Iterator[None]:
 @click.option(
     "--backoff-max", type=click.FloatRange(min=0), default=60.0, help="Longest restart delay."
 )
+@remote_option
 @home_option
 @json_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -183,6 +189,7 @@ def run(
     backoff: float,
     backoff_max: float,
     home: Path | None,
+    remote: Remote | None,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -190,7 +197,8 @@ def run(
 
     The daemon (started in the background if none runs) spawns a host for the agent
     and follows it; with --restart on-failure it restarts the agent in a new host when
-    it fails. Answers once the host serves.
+    it fails. Answers once the host serves. With --remote, the daemon of that machine
+    (started there if none runs) and --cwd a directory there.
     """
     import asyncio
 
@@ -199,12 +207,19 @@ def run(
     from agenthost.daemon.client import DaemonClient, ensure_daemon
     from agenthost.daemon.protocol import RestartPolicy, SpawnResponse, SpawnSpec
 
-    root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
+    if remote is None:
+        root: Path | None
+        root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
+        where: str | None = str((cwd or Path.cwd()).absolute())
+    else:  # the home and the directory are the remote's: only the adapter is checked here
+        validate_agent_id(remember_agent_id(agent_id))
+        root, params = home, check_adapter(kind, resume, agent_opts, command)
+        where = str(cwd) if cwd is not None else None
     spec = SpawnSpec(
         agent_id=agent_id,
         agent=kind,
         command=list(command),
-        cwd=str((cwd or Path.cwd()).absolute()),
+        cwd=where,
         env=parse_pairs(env),
         project=project,
         task=task,
@@ -222,10 +237,10 @@ def run(
             backoff_max=backoff_max,
         ),
     )
-    daemon_pid = ensure_daemon(root)
+    daemon_pid = ensure_daemon(root) if root is not None and remote is None else 0
 
     async def spawn() -> SpawnResponse:
-        async with DaemonClient(root) as client:
+        async with DaemonClient(root, remote=remote, autostart=True) as client:
             return await client.spawn(spec)
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner, _stop_first(agent_id):
@@ -247,20 +262,33 @@ def run(
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
 @click.option("--purge", is_flag=True, help="Also delete the agent's journal (its history).")
+@remote_option
 @home_option
 @json_option
 @handle_errors
-def forget(agent_id: str, purge: bool, home: Path | None, as_json: bool) -> None:
+def forget(
+    agent_id: str, purge: bool, home: Path | None, remote: Remote | None, as_json: bool
+) -> None:
     """Remove an agent that does not run from the daemon's registry.
 
     A live agent is refused (exit 6): stop it first. Its journal stays (agenthost
     export still reads it) unless --purge. Works with or without a running daemon.
+    With --remote, `agenthost forget` runs there (over ssh).
     """
     from agenthost.daemon.client import forget_agent
     from agenthost.errors import HostNotFound
-    from agenthost.paths import resolve_home, validate_agent_id
+    from agenthost.paths import resolve_home
 
     remember_agent_id(agent_id)
+    if remote is not None:
+        validate_agent_id(agent_id)
+        args = [
+            "forget",
+            agent_id,
+            *(["--purge"] if purge else []),
+            *(["--json"] if as_json else []),
+        ]
+        run_there(remote, [*args, *(["--home", str(home)] if home is not None else [])])
     root = resolve_home(home)
     validate_agent_id(agent_id)
     with _stop_first(agent_id):

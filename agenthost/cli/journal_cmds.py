@@ -7,9 +7,12 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from agenthost.remote import Remote
 
 from agenthost.cli.common import (
     complete_agent_ids,
@@ -18,6 +21,8 @@ from agenthost.cli.common import (
     json_option,
     print_json,
     remember_agent_id,
+    remote_option,
+    run_there,
 )
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
@@ -50,15 +55,22 @@ def parse_duration(text: str) -> float:
     default=None,
     help="Write to this file instead of stdout.",
 )
+@remote_option
 @home_option
 @handle_errors
-def export(agent_id: str, fmt: str, output: Path | None, home: Path | None) -> None:
-    """Write an agent's whole conversation, from its journal (no host needed)."""
+def export(
+    agent_id: str, fmt: str, output: Path | None, home: Path | None, remote: Remote | None
+) -> None:
+    """Write an agent's whole conversation, from its journal (no host needed). With
+    --remote, from that machine's journal (`agenthost export` runs there, over ssh)."""
     from agenthost.errors import HostNotFound
     from agenthost.journal import JournalReader
-    from agenthost.paths import journal_dir, resolve_home
+    from agenthost.paths import journal_dir, resolve_home, validate_agent_id
 
     remember_agent_id(agent_id)
+    if remote is not None:
+        args = ["export", validate_agent_id(agent_id), "--format", fmt]
+        run_there(remote, [*args, *(["--home", str(home)] if home else [])], output=output)
     reader = JournalReader(journal_dir(resolve_home(home), agent_id))
     if not reader.exists():
         raise HostNotFound(

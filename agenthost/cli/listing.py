@@ -106,8 +106,6 @@ def _from_items(
 ) -> tuple[list[DiscoveredHost], dict[str, DaemonAgent]]:
     # the inverse of json_items, for what another machine printed: an item that does
     # not read as one is shown unreachable rather than failing the whole listing
-    from pydantic import ValidationError
-
     from agenthost.client import DiscoveredHost
     from agenthost.daemon.protocol import DaemonAgent
     from agenthost.protocol import StatusResponse
@@ -116,24 +114,29 @@ def _from_items(
     known: dict[str, DaemonAgent] = {}
     for item in items:
         agent_id = str(item.get("agent_id", "?"))
-        try:
-            if isinstance(item.get("daemon"), dict):
-                known[agent_id] = DaemonAgent.model_validate(item["daemon"])
-            if "socket_path" not in item:
-                continue  # only the daemon knows it
-            status = None
-            if isinstance(item.get("agent"), dict):
-                status = StatusResponse.model_validate(
-                    {"agent": item["agent"], "host": item.get("host")}
-                )
-        except ValidationError:
-            status = None
-        error = str(item.get("error") or "")
-        alive = bool(item.get("alive", True))
-        hosts.append(
-            DiscoveredHost(agent_id, Path(str(item.get("socket_path"))), status, error, alive)
-        )
+        record = _read(DaemonAgent, item.get("daemon"))
+        if record is not None:
+            known[agent_id] = record
+        if "socket_path" not in item and record is not None:
+            continue  # only the daemon knows it
+        status = None
+        if isinstance(item.get("agent"), dict):
+            status = _read(StatusResponse, {"agent": item["agent"], "host": item.get("host")})
+        error = str(item.get("error") or "") or None
+        path = Path(str(item.get("socket_path") or ""))
+        hosts.append(DiscoveredHost(agent_id, path, status, error, bool(item.get("alive"))))
     return hosts, known
+
+
+def _read(model: Any, data: Any) -> Any:
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict):
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None
 
 
 __all__ = ["cost_text", "json_items", "machine_rows", "table_rows"]
