@@ -2,7 +2,7 @@
 // `agenthost list --json` with "key" and "machine").
 
 import { api, Stream } from "./api.js";
-import { stateClass } from "./agent.js";
+import { stateClass } from "./conversation.js";
 import { ago, dollars, h, replace, when } from "./dom.js";
 
 /** States under which no host runs the agent now (the daemon's statuses). */
@@ -19,7 +19,9 @@ export function describe(item) {
   const key = typeof item.key === "string" ? item.key : String(item.agent_id);
   let state;
   if (agent && typeof agent.state === "string") state = agent.state;
-  else if (item.reachable === false && item.socket_path) state = item.alive ? "unreachable" : "stale";
+  else if (item.reachable === false && item.socket_path) {
+    state = item.alive ? "unreachable" : "stale"; // a host on disk that does not answer
+  }
   else if (daemon && typeof daemon.status === "string") state = daemon.status;
   else state = "unknown";
   const pending = agent && Number.isInteger(agent.pending_requests) ? agent.pending_requests : 0;
@@ -88,7 +90,9 @@ export function showOverview(page) {
     return h(
       "li",
       {
-        class: `agent ${stateClass(row.state)}${row.needsYou ? " needs-you" : ""}${row.gone ? " gone" : ""}`,
+        class: ["agent", stateClass(row.state), row.needsYou && "needs-you", row.gone && "gone"]
+          .filter(Boolean)
+          .join(" "),
         dataset: { key: row.key, state: row.state },
       },
       h(

@@ -1,0 +1,386 @@
+// One agent's conversation as the page shows it: a list of entries, one per stream
+// event worth showing (its offset in data-offset), built from the events of
+// GET /api/agents/KEY/events. Agent data only ever becomes text.
+
+import { clock, dollars, h } from "./dom.js";
+
+/** Entries kept on screen; older ones leave it (the agent's history keeps them all). */
+export const MAX_ENTRIES = 1000;
+/** A tool result longer than this many lines is folded (a tap unfolds it). */
+const FOLD_LINES = 12;
+/** How close to the bottom (pixels) still counts as reading the newest entries. */
+const NEAR_BOTTOM = 80;
+
+/** A state as a class name (agent data never becomes more than a word there). */
+export function stateClass(state) {
+  return `state-${String(state).replace(/[^a-z0-9_-]/gi, "")}`;
+}
+
+/** A permission request the page can answer: an object with a request id. */
+function isRequest(request) {
+  return (
+    Boolean(request) &&
+    typeof request === "object" &&
+    typeof request.request_id === "string" &&
+    request.request_id !== ""
+  );
+}
+
+/** Any value as text: strings as they are, nothing as "", the rest as JSON. */
+function str(value) {
+  if (typeof value === "string") return value;
+  return value === null || value === undefined ? "" : JSON.stringify(value);
+}
+
+/** Long text folded under its first lines. */
+function block(text) {
+  const lines = text.split("\n");
+  if (lines.length <= FOLD_LINES) return h("pre", { class: "out" }, text);
+  return h(
+    "details",
+    { class: "fold" },
+    h("summary", {}, `${lines.slice(0, 2).join("\n")}… (${lines.length} lines)`),
+    h("pre", { class: "out" }, text)
+  );
+}
+
+/** What a permission request offers: the agent's own options, else Allow and Deny. */
+function choicesOf(request) {
+  const choices = [];
+  for (const option of Array.isArray(request.options) ? request.options : []) {
+    if (!option || typeof option !== "object" || typeof option.id !== "string") continue;
+    const kind = str(option.kind);
+    choices.push({
+      label: str(option.name) || kind || option.id,
+      decision: kind.startsWith("allow") ? "allow" : "deny",
+      option_id: option.id,
+    });
+  }
+  if (!choices.length) {
+    choices.push({ label: "Allow", decision: "allow" }, { label: "Deny", decision: "deny" });
+  }
+  return choices;
+}
+
+const OUTCOME = { allow: "allowed", deny: "denied", cancelled: "withdrawn" };
+
+/**
+ * The conversation of one agent. `hooks`: canRespond (bool), respond(id, choice) (a
+ * promise: POST .../respond), onState(state), onResult(), and backend() (which
+ * events are the conversation: a plain program's output is).
+ */
+export class Conversation {
+  constructor(key, hooks) {
+    this.hooks = hooks;
+    this.lastOffset = 0;
+    this.lastClock = "";
+    this.follow = true;
+    this.scrollQueued = false;
+    this.log = h("ol", { class: "log", id: "log" });
+    this.trimmed = h(
+      "p",
+      { class: "muted trimmed", id: "trimmed", hidden: true },
+      `Only the last ${MAX_ENTRIES} entries are shown; `,
+      h("code", {}, `agenthost history ${key}`),
+      " has them all."
+    );
+    /** Requests still pending that the events shown do not include (older ones). */
+    this.pending = h("div", { class: "pending-area", id: "pending" });
+  }
+
+  /** The elements to put on the page, in order. */
+  elements() {
+    return [this.trimmed, this.log, this.pending];
+  }
+
+  // ---- the stream's events --------------------------------------------------------
+
+  /** A "message" event of the stream: `id:` the offset, `data:` the event's JSON. */
+  onEvent(message) {
+    let event;
+    try {
+      event = JSON.parse(message.data);
+    } catch (err) {
+      return;
+    }
+    if (!event || typeof event !== "object") return;
+    const offset = Number.isInteger(event.offset) ? event.offset : Number(message.lastEventId);
+    // A second guard against repeats, after the gateway's own: an offset shows once.
+    if (!Number.isInteger(offset) || offset <= this.lastOffset) return;
+    this.lastOffset = offset;
+    const node = this.render(offset, event);
+    if (node) this.add(node);
+  }
+
+  /** A "truncated" event: {epoch, after, before, reason}, shown as a notice. */
+  onTruncated(message) {
+    let gap;
+    try {
+      gap = JSON.parse(message.data);
+    } catch (err) {
+      return;
+    }
+    if (!gap || typeof gap !== "object") return;
+    const { after, before } = gap;
+    // A notice that does not say where the gap is cannot be placed: ignored.
+    if (!Number.isInteger(after) || !Number.isInteger(before) || after < 0 || before <= after) {
+      return;
+    }
+    let text;
+    if (gap.reason === "new_epoch") {
+      // A new stream: its offsets start again, so the guard starts again too.
+      this.lastOffset = after;
+      if (!this.log.childElementCount) return; // nothing shown yet: nothing to tell apart
+      text = "The agent's host started a new stream: what came after the line above is lost.";
+    } else {
+      this.lastOffset = Math.max(this.lastOffset, before - 1);
+      const span = before - after - 1;
+      if (span < 1) return;
+      text =
+        span === 1
+          ? `1 event (offset ${after + 1}) is no longer kept.`
+          : `${span} events (offsets ${after + 1}–${before - 1}) are no longer kept.`;
+    }
+    this.add(h("li", { class: "entry gap", dataset: { gap: str(gap.reason) } }, text));
+  }
+
+  render(offset, event) {
+    switch (event.type) {
+      case "chat_entry":
+        return this.chatEntry(offset, event);
+      case "permission_request":
+        if (!isRequest(event.request)) return null;
+        for (const extra of this.pending.querySelectorAll(".permission")) {
+          if (extra.dataset.requestId === event.request.request_id) extra.remove();
+        }
+        return this.requestCard(offset, event.request, event.timestamp);
+      case "permission_response":
+        this.answered(event.decision);
+        return null;
+      case "state":
+        if (typeof event.state !== "string") return null;
+        this.hooks.onState(event.state);
+        if (event.state !== "done" && event.state !== "error") return null;
+        return this.entry(
+          offset,
+          `ended ${stateClass(event.state)}`,
+          event.timestamp,
+          `The agent ended (${event.state}).`
+        );
+      case "error":
+        return this.entry(
+          offset,
+          "error-event",
+          event.timestamp,
+          h("div", { class: "label" }, "error"),
+          h("div", { class: "text" }, str(event.error))
+        );
+      case "result":
+        this.hooks.onResult();
+        return this.resultLine(offset, event);
+      case "output": {
+        // The raw stdout of agents that speak JSON says what the chat entries say; a
+        // plain program's (`lines`) output, and anyone's stderr, is the conversation.
+        const stderr = event.stream === "stderr";
+        if (!stderr && this.hooks.backend() !== "lines") return null;
+        const kind = `output stream-${stderr ? "stderr" : "stdout"}`;
+        return this.entry(offset, kind, null, h("pre", { class: "out" }, str(event.data)));
+      }
+      default:
+        return null; // a type this page does not know: ignored, as the protocol says
+    }
+  }
+
+  // ---- entries --------------------------------------------------------------------
+
+  add(node) {
+    const el = document.scrollingElement;
+    if (!this.scrollQueued) {
+      this.follow = el.scrollHeight - el.scrollTop - el.clientHeight < NEAR_BOTTOM;
+    }
+    this.log.appendChild(node);
+    if (this.log.childElementCount > MAX_ENTRIES) {
+      this.log.firstElementChild.remove();
+      this.trimmed.hidden = false;
+    }
+    // Whoever reads the newest entries keeps seeing them; whoever scrolled up stays.
+    if (this.follow && !this.scrollQueued) {
+      this.scrollQueued = true;
+      requestAnimationFrame(() => {
+        this.scrollQueued = false;
+        el.scrollTop = el.scrollHeight;
+      });
+    }
+  }
+
+  /** Scroll to the newest entries with the next one (after the user sent something). */
+  followNext() {
+    this.follow = true;
+  }
+
+  /** The time of an entry when it differs from the one above (a turn is one minute). */
+  stamp(time) {
+    const text = clock(time);
+    if (!text || text === this.lastClock) return null;
+    this.lastClock = text;
+    return h("time", { class: "when", datetime: time, title: time }, text);
+  }
+
+  entry(offset, kind, time, ...children) {
+    return h("li", { class: `entry ${kind}`, dataset: { offset } }, ...children, this.stamp(time));
+  }
+
+  chatEntry(offset, event) {
+    const e = event.chat_entry;
+    if (!e || typeof e !== "object") return null;
+    const time = e.timestamp || event.timestamp;
+    if (e.tool_result !== undefined && e.tool_result !== null) {
+      const failed = e.is_error === true;
+      const label = `${str(e.tool_name) || "tool"} ${failed ? "failed" : "result"}`;
+      return this.entry(
+        offset,
+        `tool-result${failed ? " failed" : ""}`,
+        time,
+        h("div", { class: "label" }, label),
+        block(str(e.tool_result))
+      );
+    }
+    if (e.tool_name !== undefined && e.tool_name !== null) {
+      return this.entry(
+        offset,
+        "tool-call",
+        time,
+        h("div", { class: "label" }, str(e.tool_name)),
+        h("code", { class: "tool-input" }, str(e.tool_input))
+      );
+    }
+    const role = typeof e.role === "string" ? e.role : "other";
+    return this.entry(
+      offset,
+      `msg role-${role.replace(/[^a-z0-9_-]/gi, "")}`,
+      time,
+      h("div", { class: "label" }, role === "user" ? "you" : role),
+      h("div", { class: "text" }, str(e.content))
+    );
+  }
+
+  resultLine(offset, event) {
+    const r = event.result && typeof event.result === "object" ? event.result : {};
+    const failed = r.is_error === true;
+    const words = [failed ? "turn failed" : "turn done"];
+    if (failed && typeof r.subtype === "string") words.push(`(${r.subtype})`);
+    if (dollars(r.cost_usd)) words.push(dollars(r.cost_usd));
+    const kind = `result${failed ? " failed" : ""}`;
+    return this.entry(offset, kind, event.timestamp, h("span", {}, words.join(" ")));
+  }
+
+  // ---- permission requests --------------------------------------------------------
+
+  /** A request's card: in the log (with its offset) or, without one, among the pending. */
+  requestCard(offset, request, time) {
+    const id = request.request_id;
+    const input = str(request.tool_input);
+    const choices = h("div", { class: "choices" });
+    const dataset = offset ? { offset, requestId: id } : { requestId: id };
+    const card = h(
+      offset ? "li" : "div",
+      { class: "entry permission", dataset },
+      h("div", { class: "label" }, "permission"),
+      h(
+        "div",
+        { class: "text" },
+        "May it use ",
+        h("strong", {}, str(request.tool_name) || "a tool"),
+        input ? "?" : "? (no input)"
+      ),
+      input ? h("code", { class: "tool-input" }, input) : null,
+      choices,
+      h("p", { class: "outcome" }),
+      offset ? this.stamp(time) : null
+    );
+    for (const choice of choicesOf(request)) {
+      const allow = choice.decision === "allow";
+      const button = h(
+        "button",
+        { type: "button", class: allow ? "primary allow" : "danger deny" },
+        choice.label
+      );
+      if (!this.hooks.canRespond) {
+        button.disabled = true;
+        button.title = "answering needs a token with the respond scope";
+      }
+      button.addEventListener("click", () => this.respond(card, id, choice));
+      choices.appendChild(button);
+    }
+    return card;
+  }
+
+  async respond(card, id, choice) {
+    const buttons = card.querySelectorAll(".choices button");
+    buttons.forEach((b) => (b.disabled = true));
+    const outcome = card.querySelector(".outcome");
+    try {
+      await this.hooks.respond(id, choice);
+      // The permission_response event says how it ended (it may have come already).
+      if (!card.classList.contains("answered")) outcome.textContent = "answered…";
+    } catch (err) {
+      outcome.textContent = `Not answered: ${err.message}`;
+      buttons.forEach((b) => (b.disabled = false));
+    }
+  }
+
+  cards(id) {
+    return [...document.querySelectorAll(".permission[data-request-id]")].filter(
+      (card) => card.dataset.requestId === id
+    );
+  }
+
+  answered(decision) {
+    if (!decision || typeof decision !== "object") return;
+    const behavior = str(decision.behavior);
+    const word = OUTCOME[behavior] || behavior;
+    for (const card of this.cards(str(decision.request_id))) {
+      if (!card.matches("li")) {
+        card.remove(); // a card of the pending list: the log shows the request
+        continue;
+      }
+      this.close(card, decision.message ? `${word}: ${str(decision.message)}` : word);
+      card.classList.add(`decision-${behavior.replace(/[^a-z_]/gi, "")}`);
+      card.dataset.decision = behavior;
+    }
+  }
+
+  close(card, text) {
+    card.classList.add("answered");
+    card.querySelector(".choices")?.remove();
+    card.querySelector(".outcome").textContent = text;
+  }
+
+  /** The unanswered request cards of the log (ids), before asking for the pending list. */
+  openRequests() {
+    return new Set(
+      [...this.log.querySelectorAll(".permission:not(.answered)")].map((c) => c.dataset.requestId)
+    );
+  }
+
+  /**
+   * The pending list (GET .../pending `requests`) as it was after `before` (from
+   * openRequests()) was taken: a pending request not shown gets a card; a card of
+   * `before` whose request is no longer pending was answered (or lost with an earlier
+   * host) outside the events shown.
+   */
+  showPending(requests, before) {
+    const pending = new Set();
+    for (const request of requests) {
+      if (!isRequest(request)) continue;
+      pending.add(request.request_id);
+      if (!this.cards(request.request_id).length) {
+        this.pending.appendChild(this.requestCard(0, request, request.created_at));
+      }
+    }
+    for (const card of this.log.querySelectorAll(".permission:not(.answered)")) {
+      const id = card.dataset.requestId;
+      if (before.has(id) && !pending.has(id)) this.close(card, "no longer pending");
+    }
+  }
+}
