@@ -223,3 +223,32 @@ def test_wrong_key_is_a_remote_error(
         pass
     assert caught.value.message.startswith(f"ssh to {sshd.remote} failed: ")
     assert "Permission denied" in caught.value.message
+
+
+def test_attach_ping_interrupt_acp_with_remote(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory
+) -> None:
+    host_factory("r9")
+    with Client("r9", remote=sshd.remote) as client:
+        client.send("one two")
+    replay = cli(remote_env, "attach", "r9", "--remote", sshd.remote, "--no-follow", "--json")
+    assert replay.returncode == 0, replay.stderr
+    events = [json.loads(line) for line in replay.stdout.splitlines()]
+    offsets = [e["offset"] for e in events]
+    assert offsets == list(range(1, len(offsets) + 1)) and len(offsets) > 3
+    ping = cli(remote_env, "ping", "r9", "--remote", sshd.remote, "--json")
+    assert ping.returncode == 0 and json.loads(ping.stdout)["protocol_version"]
+    idle = cli(remote_env, "interrupt", "r9", "--remote", sshd.remote, "--json")
+    assert idle.returncode == 0 and json.loads(idle.stdout)["sent"] is False
+    request = b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}\n'
+    acp = subprocess.run(
+        [*CLI, "acp", "r9", "--remote", sshd.remote],
+        input=request,
+        env=remote_env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert acp.returncode == 0, acp.stderr
+    answer = json.loads(acp.stdout.splitlines()[0])
+    assert answer["result"]["sessions"][0]["sessionId"] == "r9"
