@@ -80,11 +80,28 @@ def agenthost(home: Path, *args: str) -> str:
     return result.stdout
 
 
-def new_page(browser: Browser, gateway: Gateway, viewport: dict[str, int] = DESKTOP) -> Page:
-    """A page of a fresh browser context (no cookie yet) on the gateway's root."""
+def new_page(
+    browser: Browser,
+    gateway: Gateway,
+    viewport: dict[str, int] = DESKTOP,
+    errors: list[str] | None = None,
+) -> Page:
+    """A page of a fresh browser context (no cookie yet) on the gateway's root.
+    ``errors`` collects what a test must not see: exceptions the page's scripts threw
+    and Content-Security-Policy refusals."""
     context = browser.new_context(viewport=viewport, base_url=gateway.url)
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
+    if errors is not None:
+        page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+        page.on(
+            "console",
+            lambda m: (
+                errors.append(f"console: {m.text}")
+                if m.type == "error" and "Content Security Policy" in m.text
+                else None
+            ),
+        )
     page.goto(gateway.url)
     return page
 

@@ -46,9 +46,11 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
-    p = new_page(browser, gateway)
+    errors: list[str] = []
+    p = new_page(browser, gateway, errors=errors)
     try:
         yield p
+        assert not errors, f"the page threw or was refused something: {errors}"
     finally:
         p.context.close()
 

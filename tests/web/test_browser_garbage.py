@@ -114,9 +114,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
-    p = new_page(browser, gateway)
     errors: list[str] = []
-    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    p = new_page(browser, gateway, errors=errors)
     try:
         yield p
         assert not errors, f"the page threw: {errors}"

@@ -62,9 +62,8 @@ def page(
     host_factory("l1")
     gateway = gateway_factory("--remote", sshd.remote, env=sshd.env(far_home))
     assert gateway.token
-    p = new_page(browser, gateway)
     errors: list[str] = []
-    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    p = new_page(browser, gateway, errors=errors)
     try:
         log_in(p, gateway.token)
         yield p
