@@ -421,3 +421,29 @@ def test_a_flood_is_shown_whole_and_once_up_to_the_last_entries(
     numbers = [int(t.split()[1].split("/")[0]) for t in texts if t.startswith("flood ")]
     assert numbers == list(range(numbers[0], count + 1)), "a flood entry missing or repeated"
     assert page.locator("#log > li").count() <= 1000
+
+
+def test_a_link_to_an_agent_opens_it_after_logging_in(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("a1")
+    page.goto(gateway.url + "#/agent/a1")
+    expect(page.locator("#login")).to_be_visible()
+    page.locator("#token").fill(str(gateway.token))
+    page.locator("#login button[type=submit]").click()
+    expect(page.locator("#agent-state")).to_have_text("idle")
+    assert page.url.endswith("#/agent/a1")
+
+
+def test_a_refused_message_says_why_and_stays_in_the_box(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    big = "y" * (300 * 1024)  # over the gateway's 256 KiB limit of a request body
+    page.locator("#input").fill(big)
+    page.locator("#send").click()
+    expect(page.locator("#agent-error")).to_contain_text("Not sent")
+    assert page.locator("#input").input_value() == big
+    expect(page.locator(".entry.role-user")).to_have_count(0)
