@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
+import structlog
+
 from agenthost.client import AsyncClient
+from agenthost.errors import AgentHostError
 from agenthost.follow import Backoff, Follow, Gap, Lost
 from agenthost.web.payloads import PING, sse_event, sse_named
+
+log = structlog.get_logger("agenthost.web")
 
 PING_SECONDS: Final = 15.0
 BATCH_BYTES: Final = 64 * 1024
@@ -119,7 +123,12 @@ class Overview:
 
     async def _poll(self) -> None:
         while True:
-            items = await self._gather()
+            try:
+                items = await self._gather()
+            except AgentHostError as exc:  # e.g. an unreadable hosts directory: say so, go on
+                log.warning("web.list_failed", error=exc.message)
+                await asyncio.sleep(self.interval)  # the poll's period
+                continue
             data = sse_named("agents", items)
             if data != self.snapshot:
                 async with self._changed:
@@ -164,8 +173,3 @@ class Overview:
         """Wake every listener (e.g. to see ``closing``)."""
         async with self._changed:
             self._changed.notify_all()
-
-
-def dumps(value: Any) -> bytes:
-    """Compact JSON bytes."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
