@@ -167,7 +167,12 @@ class AsyncClient(ServiceClient[StreamEvent]):
             connect_error=self._connect_error,
             connect_timeout=connect_timeout,
             id_prefix="c",
-            timeout_hint="it may be stopped (SIGSTOP) or overloaded; `agenthost list` shows it",
+            timeout_hint=(
+                "it may be stopped (SIGSTOP) or overloaded; `agenthost list` shows it"
+                if self.remote is None
+                else "it may be stopped or overloaded, or the link slow; "
+                f"`agenthost list --remote {self.remote}` shows it"
+            ),
             stream_limit=stream_limit,
             opener=opener,
         )

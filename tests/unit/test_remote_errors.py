@@ -199,3 +199,42 @@ def test_bad_remote_is_a_usage_error(args: list[str]) -> None:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
     assert "--remote" in result.output
+
+
+@pytest.mark.asyncio
+async def test_the_remote_follow_policy() -> None:
+    from pathlib import Path
+
+    from agenthost.errors import RequestTimeout
+    from agenthost.follow import Lost, default_policy, while_link_fails
+
+    policy = while_link_fails(60.0)
+    dropped = NotConnected("the connection to agent 'a1' on box ended (ssh was killed)")
+    refused = exit_error(R, 255, b"Connection refused", target="x")
+    assert refused is not None
+    for error in (dropped, refused, RequestTimeout("slow")):
+        assert policy(Lost(error, 1, 1)) is True
+        assert policy(Lost(error, 1, 0)) is True  # not attached yet: the link may come
+    gone = HostNotFound("no host answers for agent 'a1' on box")
+    assert policy(Lost(gone, 1, 3)) is False  # the host ended: the follow ends
+    with pytest.raises(HostNotFound):
+        policy(Lost(gone, 1, 0))  # never attached: say why
+    missing = exit_error(R, 127, b"", target="x")
+    assert missing is not None
+    with pytest.raises(RemoteError, match="not installed"):
+        policy(Lost(missing, 1, 0))
+    give_up = while_link_fails(0.0)  # no time for the link to come back
+    assert give_up(Lost(dropped, 2, 2)) is False
+    with pytest.raises(NotConnected):
+        give_up(Lost(dropped, 2, 0))
+
+    class Local:
+        remote = None
+        socket_path = Path("/nonexistent/hosts/a1.sock")
+
+    class Far(Local):
+        remote = R
+
+    with pytest.raises(NotConnected):  # a local host without its lock: never attached
+        default_policy(Local())(Lost(dropped, 1, 0))  # type: ignore[arg-type]
+    assert default_policy(Far())(Lost(dropped, 1, 0)) is True  # type: ignore[arg-type]
