@@ -131,7 +131,9 @@ def start_sshd() -> Iterator[Sshd]:
         wait_for(lambda: proc.poll() is not None or _accepts(port), what=f"sshd on port {port}")
         if proc.poll() is not None:
             pytest.fail(f"sshd exited: {(directory / 'sshd.log').read_text()[-2000:]}")
-        yield Sshd(port, directory, directory / "client_key", proc)
+        server = Sshd(port, directory, directory / "client_key", proc)
+        _check_login(server)
+        yield server
     finally:
         proc.terminate()
         try:
@@ -141,6 +143,18 @@ def start_sshd() -> Iterator[Sshd]:
             proc.wait()
         log.close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _check_login(server: Sshd) -> None:
+    """One ``ssh ... true``: a server that refuses our key (e.g. a locked account, which
+    sshd without PAM refuses) fails here, with sshd's own words."""
+    argv = [*shlex.split(server.ssh()), "-o", "BatchMode=yes", "-p", str(server.port)]
+    out = subprocess.run(
+        [*argv, "127.0.0.1", "true"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if out.returncode != 0:
+        log = (server.dir / "sshd.log").read_text(errors="replace")[-2000:]
+        pytest.fail(f"ssh to the test sshd failed: {out.stderr.strip()}\nsshd log:\n{log}")
 
 
 def bridges(home: Path) -> list[psutil.Process]:
