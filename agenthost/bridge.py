@@ -7,16 +7,18 @@ does, that the socket is served by this user), then copies in both directions wi
 reading what passes: garbage in gets the host's error answers, like on any connection.
 It ends when its stdin ends, attached or not (a dropped SSH link must leave nothing
 behind), when the socket closes, or when its stdout is gone. Nothing but the socket's
-bytes is ever written to stdout. A plain ``poll`` loop: no event loop to start for
-every remote connection.
+bytes is ever written to stdout. Two plain threads: no event loop to start for every
+remote connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import select
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -26,7 +28,6 @@ from agenthost.wire.peer import check_server_socket
 
 CHUNK: Final = 1 << 16
 CONNECT_TIMEOUT: Final = 5.0
-_GONE: Final = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
 def connect_local(
@@ -62,39 +63,44 @@ def connect_local(
 
 def relay(sock: socket.socket, stdin: int = 0, stdout: int = 1) -> str:
     """Copy ``stdin`` to ``sock`` and ``sock`` to ``stdout`` until one side ends; return
-    which ended (``"stdin"``, ``"socket"``, ``"stdout"``). Closes nothing."""
-    poller = select.poll()
-    poller.register(stdin, select.POLLIN)
-    poller.register(sock.fileno(), select.POLLIN)
-    if stdout != stdin:
-        poller.register(stdout, 0)  # only its hang-up: the reader went away
-    while True:
-        for fd, mask in poller.poll():
-            if fd == stdout and fd != stdin:
-                if mask & _GONE:
-                    return "stdout"
-            elif fd == stdin:
-                data = _read(stdin, mask)
-                if not data:
-                    return "stdin"
-                try:
-                    sock.sendall(data)
-                except OSError:
-                    return "socket"
-            else:
-                try:
-                    data = sock.recv(CHUNK)
-                except OSError:
-                    data = b""
-                if not data:
-                    return "socket"
+    which ended (``"stdin"``, ``"socket"``, ``"stdout"``). Closes nothing.
+
+    One thread per direction, each blocking on its own side: a side that does not read
+    (a client pipelining requests, a host pausing its reads) never holds up the other
+    direction, and nothing has to change the blocking mode of the stdio we were given.
+    """
+    ended: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def upstream() -> None:
+        how = "stdin"
+        try:
+            while data := _read(stdin):
+                sock.sendall(data)
+        except OSError:
+            how = "socket"
+        finally:
+            ended.put(how)
+
+    def downstream() -> None:
+        how = "socket"
+        try:
+            while data := sock.recv(CHUNK):
                 if not _write_all(stdout, data):
-                    return "stdout"
+                    how = "stdout"
+                    break
+        except OSError:
+            pass
+        finally:
+            ended.put(how)
+
+    for target in (upstream, downstream):
+        # daemon threads: the one still blocked when the other side ended is left to
+        # the process's exit
+        threading.Thread(target=target, name=f"bridge-{target.__name__}", daemon=True).start()
+    return ended.get()
 
 
-def _read(fd: int, mask: int) -> bytes:
-    if mask & select.POLLNVAL:
-        return b""
+def _read(fd: int) -> bytes:
     while True:
         try:
             return os.read(fd, CHUNK)
@@ -125,4 +131,5 @@ def bridge(
         return relay(sock)
     finally:
         with contextlib.suppress(OSError):
-            sock.close()
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the direction still reading it
+        sock.close()

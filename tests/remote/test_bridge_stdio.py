@@ -160,3 +160,25 @@ def test_usage_errors(home: Path, args: list[str]) -> None:
     )
     assert out.returncode == 2, out.stderr
     assert out.stdout == b""
+
+
+def test_pipelined_requests_do_not_jam_the_bridge(
+    home: Path, host_factory: HostFactory, bridges: list[Bridge]
+) -> None:
+    # more requests than the pipes and the socket hold, written before any answer is
+    # read: the host pauses reading until its answers drain, so a bridge that waited on
+    # one direction would hold up the other for ever
+    import threading
+
+    host_factory("g4")
+    bridge = Bridge(home, "g4")
+    bridges.append(bridge)
+    count = 20000
+    lines = b"".join(b'{"type": "host.ping", "id": "p%d"}\n' % i for i in range(count))
+    writer = threading.Thread(target=bridge.write, args=(lines,), daemon=True)
+    writer.start()
+    ids = [bridge.line()["id"] for _ in range(count)]
+    assert ids == [f"p{i}" for i in range(count)]
+    writer.join(DEADLINE)
+    bridge.close_stdin()
+    assert bridge.wait() == 0
