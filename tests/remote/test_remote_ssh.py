@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -252,3 +253,58 @@ def test_attach_ping_interrupt_acp_with_remote(
     assert acp.returncode == 0, acp.stderr
     answer = json.loads(acp.stdout.splitlines()[0])
     assert answer["result"]["sessions"][0]["sessionId"] == "r9"
+
+
+def test_cli_attach_survives_a_killed_link(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory, home: Path
+) -> None:
+    import select
+    import time
+
+    host_factory("ra")
+    proc = subprocess.Popen(
+        [*CLI, "attach", "ra", "--remote", sshd.remote, "--json"],
+        env=remote_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout, proc.stderr
+    events: list[dict[str, object]] = []
+    buffered = b""
+
+    def read_until(done: Callable[[], bool]) -> None:
+        nonlocal buffered
+        deadline = time.monotonic() + 30
+        while not done():
+            assert time.monotonic() < deadline, f"attach printed {events}"
+            ready, _, _ = select.select([out], [], [], 0.5)
+            if ready:
+                data = os.read(out.fileno(), 65536)
+                assert data, err.read().decode()
+                buffered += data
+                *lines, buffered = buffered.split(b"\n")
+                events.extend(json.loads(line) for line in lines if line)
+
+    try:
+        read_until(lambda: len(events) >= 1)
+        link = [p for p in psutil.Process(proc.pid).children() if p.name() == "ssh"]
+        assert len(link) == 1
+        link[0].kill()  # the link dies; attach connects again
+        with Client("ra", remote=sshd.remote) as client:
+            client.send("after the cut")
+        read_until(lambda: any(e.get("type") == "result" for e in events))
+        offsets = [e["offset"] for e in events]
+        assert offsets == list(range(1, len(offsets) + 1))
+        with Client("ra", remote=sshd.remote) as client:
+            client.stop()
+        assert proc.wait(timeout=60) == 0
+        assert b"Traceback" not in err.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        out.close()
+        err.close()
+    wait_for(lambda: not bridges(home), what="no bridge left on the remote")
