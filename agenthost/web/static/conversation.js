@@ -76,7 +76,8 @@ export class Conversation {
     this.lastClock = "";
     this.follow = true;
     this.scrollQueued = false;
-    this.log = h("ol", { class: "log", id: "log" });
+    // role "log": a screen reader reads new entries as they come, politely.
+    this.log = h("ol", { class: "log", id: "log", role: "log" });
     this.trimmed = h(
       "p",
       { class: "muted trimmed", id: "trimmed", hidden: true },
