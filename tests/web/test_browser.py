@@ -155,6 +155,8 @@ def test_a_message_gets_its_answer_with_the_tool_call(
     )
     expect(page.locator(".entry.tool-call").last).to_contain_text("wc -w")
     expect(page.locator(".entry.tool-result").last.locator("pre")).to_have_text("2")
+    # right under its call, the result is drawn as its second half
+    expect(page.locator(".entry.tool-call + .entry.tool-result.joined")).to_have_count(1)
     expect(page.locator("#input")).to_have_value("")
     expect(page.locator("#agent-state")).to_have_text("idle")
     assert_unique_increasing(page)
@@ -194,6 +196,8 @@ def test_allow_a_permission_request(
     expect(page.locator(".entry.tool-result").last).to_contain_text(
         "(demo) ran: touch demo-was-here"
     )
+    # the question stands between the call and its result: the result stands alone
+    expect(page.locator(".entry.tool-result").last).not_to_have_class(re.compile("joined"))
     expect(page.locator(".entry.role-assistant").last).to_have_text(
         re.compile("Done: permission granted, command run.")
     )

@@ -238,22 +238,31 @@ export class Conversation {
     if (e.tool_result !== undefined && e.tool_result !== null) {
       const failed = e.is_error === true;
       const label = `${str(e.tool_name) || "tool"} ${failed ? "failed" : "result"}`;
+      // Right under its call, a result is drawn as the call's second half.
+      const above = this.log.lastElementChild;
+      const joined =
+        above !== null &&
+        above.matches(".tool-call") &&
+        typeof e.tool_use_id === "string" &&
+        above.dataset.toolUseId === e.tool_use_id;
       return this.entry(
         offset,
-        `tool-result${failed ? " failed" : ""}`,
+        `tool-result${failed ? " failed" : ""}${joined ? " joined" : ""}`,
         time,
         h("div", { class: "label" }, label),
         block(str(e.tool_result))
       );
     }
     if (e.tool_name !== undefined && e.tool_name !== null) {
-      return this.entry(
+      const call = this.entry(
         offset,
         "tool-call",
         time,
         h("div", { class: "label" }, str(e.tool_name)),
         h("code", { class: "tool-input" }, str(e.tool_input))
       );
+      if (typeof e.tool_use_id === "string") call.dataset.toolUseId = e.tool_use_id;
+      return call;
     }
     const role = typeof e.role === "string" ? e.role : "other";
     return this.entry(
