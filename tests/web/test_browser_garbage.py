@@ -1,8 +1,8 @@
-"""The page against garbage: the gateway's answers for one agent and for the overview
-are replaced (Playwright's routing) by streams full of what no gateway should send —
-bad JSON, wrong types, markup, repeated and old offsets, unknown event types, broken
-gap notices. The page shows what makes sense, as text, each offset once, and never
-throws.
+"""The page against answers the tests write (Playwright's routing replaces the
+gateway's for one agent or for the overview): streams full of what no gateway should
+send — bad JSON, wrong types, markup, repeated and old offsets, unknown event types,
+broken gap notices — where the page shows what makes sense, as text, each offset once,
+and never throws; a new stream (new epoch); an agent's own answer options.
 """
 
 from __future__ import annotations
@@ -235,3 +235,32 @@ def test_a_new_stream_starts_the_offsets_again_with_a_notice(page: Page, gateway
     expect(page.locator(".entry.msg")).to_have_text(
         [re.compile(t) for t in ["old one", "old two", "new one", "new two"]]
     )
+
+
+def test_the_agents_own_options_are_the_answers(page: Page, gateway: Gateway) -> None:
+    assert gateway.token
+    log_in(page, gateway.token)
+    options = [
+        {"id": "once", "name": "Allow once", "kind": "allow_once"},
+        {"id": "always", "name": "Always allow", "kind": "allow_always"},
+        {"id": "no", "name": "Reject", "kind": "reject_once"},
+    ]
+    request = {"request_id": "q1", "tool_name": "Edit", "tool_input": "a.txt", "options": options}
+    body = sse(event(1, "permission_request", request=request))
+    answers: list[Any] = []
+
+    def respond(route: Route) -> str:
+        answers.append(route.request.post_data_json)
+        return "{}"
+
+    agent = "**/api/agents/acp1"
+    page.route(f"{agent}/events*", fulfil(lambda _route: body, "text/event-stream"))
+    page.route(agent, fulfil(json.dumps({"agent": {"id": "acp1", "state": "waiting"}})))
+    page.route(f"{agent}/pending", fulfil(json.dumps({"requests": [request]})))
+    page.route(f"{agent}/respond", fulfil(respond))
+    page.goto(gateway.url + "#/agent/acp1")
+    card = page.locator('.permission[data-request-id="q1"]')
+    expect(card.locator("button")).to_have_text(["Allow once", "Always allow", "Reject"])
+    card.locator("button", has_text="Always allow").click()
+    expect(card.locator(".outcome")).to_have_text("answered…")
+    assert answers == [{"request_id": "q1", "decision": "allow", "option_id": "always"}]
