@@ -27,7 +27,7 @@ from browser import (
 )
 from webtools import Gateway
 
-from hosttools import lines_agent
+from hosttools import HostProc, kill_tree, lines_agent
 
 try:
     from playwright.sync_api import Browser, Locator, Page, expect
@@ -451,3 +451,25 @@ def test_a_refused_message_says_why_and_stays_in_the_box(
     expect(page.locator("#agent-error")).to_contain_text("Not sent")
     assert page.locator("#input").input_value() == big
     expect(page.locator(".entry.role-user")).to_have_count(0)
+
+
+def test_the_conversation_goes_on_through_a_host_restart(
+    page: Page, gateway: Gateway, host_factory: Callable[..., HostProc], home: Path
+) -> None:
+    host = host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    send(page, "before the crash")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("before the crash")
+    kill_tree(host.proc)  # SIGKILL: the journal is all that is left
+    host_factory("a1")  # the same agent again, on the same journal
+    send(page, "after the crash")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("after the crash")
+    for text in ["before the crash", "after the crash"]:
+        expect(page.locator(".entry.role-user", has_text=text)).to_have_count(1)
+    assert_unique_increasing(page)
+    expect(page.locator(".entry.gap")).to_have_count(0)
+    history = json.loads(agenthost(home, "history", "a1", "--json"))
+    chat = page.locator("#log .msg, #log .tool-call, #log .tool-result")
+    shown = chat.evaluate_all("ns => ns.map(n => Number(n.dataset.offset))")
+    assert shown == [entry["offset"] for entry in history["entries"]]
