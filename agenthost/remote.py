@@ -186,6 +186,21 @@ def agenthost_missing(error: AgentHostError) -> bool:
     return isinstance(error, RemoteError) and error.message.startswith(_MISSING)
 
 
+def _ssh_hint(remote: Remote, text: str) -> str:
+    if "Host key verification failed" in text:
+        port = f"-p {remote.port} " if remote.port is not None else ""
+        return f"its host key is not known here: connect once with `ssh {port}{remote.destination}`"
+    if "Permission denied" in text:
+        return (
+            "it refused every key offered (no password is ever asked): add your public key "
+            "to its ~/.ssh/authorized_keys, or load the key into an ssh-agent"
+        )
+    return (
+        "check that `ssh` reaches it without a password (BatchMode: keys or an agent), "
+        f"or set {SSH_ENV}"
+    )
+
+
 def exit_error(
     remote: Remote,
     status: int | None,
@@ -208,8 +223,7 @@ def exit_error(
     if status == SSH_FAILED:
         return RemoteError(
             f"ssh to {remote} failed: {said.error or 'no message (exit status 255)'}",
-            hint="check that `ssh` reaches it without a password (BatchMode: keys or an "
-            f"agent), or set {SSH_ENV}",
+            hint=_ssh_hint(remote, said.text),
         )
     if status in NOT_FOUND_STATUSES or "command not found" in said.text:
         return not_installed(remote, said.error)

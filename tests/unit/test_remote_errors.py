@@ -87,6 +87,17 @@ def test_exit_error(
     assert "\x1b" not in error.message and "\x00" not in error.message
 
 
+def test_ssh_failures_get_a_hint_of_their_own() -> None:
+    def hint(stderr: bytes) -> str:
+        error = exit_error(R, 255, stderr, target="x")
+        assert error is not None and error.hint is not None
+        return error.hint
+
+    assert "`ssh -p 2222 me@box`" in hint(b"Host key verification failed.\r\n")
+    assert "authorized_keys" in hint(b"me@box: Permission denied (publickey).")
+    assert "BatchMode" in hint(b"ssh: Could not resolve hostname box")
+
+
 def test_no_host_keeps_the_remotes_hint_and_its_class() -> None:
     error = exit_error(R, 3, BRIDGE_NO_HOST, target="agent 'a1'")
     assert error is not None and error.hint == "did you mean 'a2'?"
