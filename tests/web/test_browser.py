@@ -323,7 +323,12 @@ def test_stop_asks_first(page: Page, gateway: Gateway, host_factory: HostFactory
 # ---- a phone ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+SMALL_PHONE = {"width": 320, "height": 568}
+
+
+@pytest.mark.parametrize(
+    "viewport", [PHONE, SMALL_PHONE, DESKTOP], ids=["phone", "small-phone", "desktop"]
+)
 def test_nothing_scrolls_sideways(
     browser: Browser,
     gateway: Gateway,
