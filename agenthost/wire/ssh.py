@@ -102,8 +102,8 @@ class SshLink:
         """Why the connection ended: ``error`` (what the client core saw) unless ssh's
         exit says more (ssh failed, no agenthost there, no such host there)."""
         proc = self._proc
-        if proc is None:
-            return error
+        if proc is None or not isinstance(error, NotConnected):
+            return error  # (a frame that broke the protocol: ssh is still there)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), EXIT_WAIT)
         if self._stderr_task is not None:
@@ -118,7 +118,7 @@ class SshLink:
         )
         if better is not None:
             return better
-        if isinstance(error, NotConnected) and not isinstance(error, RemoteError):
+        if not isinstance(error, RemoteError):
             how = _how_ended(proc.returncode)
             return NotConnected(f"the connection to {self.target} on {self.remote} ended ({how})")
         return error
