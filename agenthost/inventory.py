@@ -100,9 +100,9 @@ async def gather_remote(
     home: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """The ``list --json`` objects of another machine (``agenthost list --json`` run
-    there over ssh, in its default home or ``home`` there), each with ``"machine"``: the remote as
-    written (``str(remote)``). ``timeout`` covers the whole command; the remote gives
-    each of its hosts a fraction of it.
+    there over ssh, in its default home or ``home`` there), each with ``"machine"``: the
+    remote as written (the string given, else ``str(remote)``). ``timeout`` covers the
+    whole command; the remote gives each of its hosts a fraction of it.
 
     Raise RemoteError when ssh fails, agenthost is not there or fails, it does not
     finish in time, or what it prints is not a list of agents.
@@ -117,13 +117,13 @@ async def gather_remote(
     if home is not None:
         args += ["--home", str(home)]
     out = await run_remote(machine, args, timeout=timeout, target="`agenthost list`")
-    return remote_items(machine, out)
+    return remote_items(machine, out, name=remote if isinstance(remote, str) else None)
 
 
-def remote_items(remote: Remote, out: bytes) -> list[dict[str, Any]]:
+def remote_items(remote: Remote, out: bytes, *, name: str | None = None) -> list[dict[str, Any]]:
     """What ``agenthost list --json`` printed on ``remote``, checked (a list of objects
-    with a string ``agent_id``), each with ``"machine"`` added. Raise RemoteError for
-    anything else."""
+    with a string ``agent_id``), each with ``"machine"`` added: ``name`` (the remote as
+    the user wrote it) or ``str(remote)``. Raise RemoteError for anything else."""
     try:
         items = json.loads(out)
     except ValueError as exc:
@@ -134,7 +134,7 @@ def remote_items(remote: Remote, out: bytes) -> list[dict[str, Any]]:
         isinstance(i, dict) and isinstance(i.get("agent_id"), str) for i in items
     ):
         raise RemoteError(f"{remote} answered `agenthost list --json` with something else")
-    machine = str(remote)
+    machine = str(remote) if name is None else name
     return [{**item, "machine": machine} for item in items]
 
 

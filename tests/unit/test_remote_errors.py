@@ -249,3 +249,10 @@ async def test_the_remote_follow_policy() -> None:
     with pytest.raises(NotConnected):  # a local host without its lock: never attached
         default_policy(Local())(Lost(dropped, 1, 0))  # type: ignore[arg-type]
     assert default_policy(Far())(Lost(dropped, 1, 0)) is True  # type: ignore[arg-type]
+
+
+def test_remote_items_name_the_machine_as_written() -> None:
+    import json
+
+    out = json.dumps([ITEM]).encode()
+    assert remote_items(R, out, name="me@box:2222")[0]["machine"] == "me@box:2222"
