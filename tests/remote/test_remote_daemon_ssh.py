@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -90,3 +91,29 @@ def test_run_remote_cwd_is_not_checked_here(sshd: Sshd, env: dict[str, str]) -> 
     assert "agenthost is not installed on" in out.stderr
     local = cli(env, "run", "--agent-id", "d2", "--cwd", "/only/there")
     assert local.returncode == 2 and "does not exist" in local.stderr
+
+
+@pytest.mark.asyncio
+async def test_autostart_starts_the_remote_daemon(
+    sshd: Sshd, env: dict[str, str], home: Path
+) -> None:
+    from agenthost.daemon.files import daemon_lock_path
+    from agenthost.errors import DaemonNotRunning
+    from agenthost.lockfile import read_lock_info
+
+    from hosttools import pid_gone, wait_until
+
+    with pytest.raises(DaemonNotRunning):  # none runs there, and none is started
+        async with DaemonClient(remote=sshd.remote) as daemon:
+            await daemon.ping()
+    try:
+        async with DaemonClient(remote=sshd.remote, autostart=True) as daemon:
+            assert (await daemon.ping()).protocol_version
+            assert await daemon.list() == []
+    finally:
+        info = read_lock_info(daemon_lock_path(home)) or {}
+        pid = info.get("pid")
+        if isinstance(pid, int):
+            os.kill(pid, signal.SIGTERM)
+            await wait_until(lambda: pid_gone(pid), what="the daemon's exit")
+    assert isinstance(pid, int)
