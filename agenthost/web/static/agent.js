@@ -70,7 +70,12 @@ export function showAgent(page, key) {
     h(
       "div",
       { class: "agent-head" },
-      h("a", { href: "#/", class: "back", "aria-label": "All agents" }, "‹ Agents"),
+      h(
+        "a",
+        { href: "#/", class: "back", "aria-label": "All agents" },
+        "‹",
+        h("span", { class: "word" }, "Agents")
+      ),
       h(
         "div",
         { class: "agent-title" },
