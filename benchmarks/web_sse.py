@@ -1,0 +1,137 @@
+"""What N Server-Sent Event streams cost the web gateway: its CPU time and PSS.
+
+``.venv/bin/python benchmarks/web_sse.py [--sizes 10,50,200] [--flood 500]`` starts a
+demo agent and ``agenthost web`` in a fresh home, and for each size opens N streams of
+``GET /api/agents/demo/events`` (from the agent's head), makes the agent print
+``--flood`` messages, and waits until every stream has the turn's result. Per size it
+reports the gateway's PSS with the streams open, the CPU seconds it spent delivering
+the flood to them, and that per thousand events delivered. Every stream must receive
+every offset once, in order, or the run fails. It prints a table and the JSON of the
+figures; everything it started is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+async def deliver(url: str, token: str, size: int, flood: int) -> dict[str, Any]:
+    """Open ``size`` streams, flood the agent, check every stream; the figures."""
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=size + 10)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as api:
+        start = (await api.get("/api/agents/demo/history", params={"limit": 1})).json()["offset"]
+        opened = asyncio.Event()
+        count = 0
+
+        async def stream() -> list[int]:
+            nonlocal count
+            seen: list[int] = []
+            async with api.stream(
+                "GET", "/api/agents/demo/events", params={"after": start}
+            ) as response:
+                count += 1
+                if count == size:
+                    opened.set()
+                async for line in response.aiter_lines():
+                    if line.startswith("id: "):
+                        seen.append(int(line[4:]))
+                    elif line.startswith("data: ") and '"type":"result"' in line:
+                        return seen
+            raise RuntimeError("a stream ended early")
+
+        readers = [asyncio.create_task(stream()) for _ in range(size)]
+        await asyncio.wait_for(opened.wait(), 60)
+        gateway = psutil.Process(int(os.environ["WEB_SSE_GATEWAY_PID"]))
+        pss = gateway.memory_full_info().pss
+        before = cpu_seconds(gateway)
+        await api.post("/api/agents/demo/send", json={"input": f"/flood {flood}"})
+        results = await asyncio.wait_for(asyncio.gather(*readers), 300)
+        spent = cpu_seconds(gateway) - before
+    last = results[0][-1]
+    for seen in results:
+        if seen != list(range(start + 1, last + 1)):
+            raise RuntimeError("a stream missed or repeated an event")
+    events = (last - start) * size
+    return {
+        "streams": size,
+        "events_per_stream": last - start,
+        "gateway_pss_mib": round(pss / 2**20, 1),
+        "gateway_cpu_s": round(spent, 2),
+        "cpu_ms_per_1000_events": round(spent * 1e6 / events, 2),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,50,200")
+    parser.add_argument("--flood", type=int, default=500)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    home = Path(tempfile.mkdtemp(prefix="ah-bench-web-", dir="/tmp"))
+    env = {**os.environ, "AGENTHOST_HOME": str(home), "AGENTHOST_DEMO_PACE": "0"}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        host = subprocess.Popen(
+            [PY, "-m", "agenthost", "serve", "--agent-id", "demo", "--ring-size", "100000"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        procs.append(host)
+        web = subprocess.Popen(
+            [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0", "--log-level", "warning"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        procs.append(web)
+        assert web.stdout is not None
+        token = web.stdout.readline().decode().split(": ", 1)[1].strip()
+        url = web.stdout.readline().decode().split()[-1]
+        os.environ["WEB_SSE_GATEWAY_PID"] = str(web.pid)
+        while not (home / "hosts" / "demo.sock").exists():
+            if host.poll() is not None:
+                raise RuntimeError("the demo host exited")
+            asyncio.run(asyncio.sleep(0.05))  # waiting for the host's socket
+        rows = []
+        for size in sizes:
+            log(f"{size} streams, /flood {args.flood} ...")
+            rows.append(asyncio.run(deliver(url, token, size, args.flood)))
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(30)
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"{'streams':>8} {'events each':>12} {'PSS MiB':>8} {'CPU s':>7} {'CPU ms/1k ev':>13}")
+    for r in rows:
+        print(
+            f"{r['streams']:>8} {r['events_per_stream']:>12} {r['gateway_pss_mib']:>8} "
+            f"{r['gateway_cpu_s']:>7} {r['cpu_ms_per_1000_events']:>13}"
+        )
+    print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
