@@ -33,6 +33,7 @@ from agenthost.web.payloads import (
     sse_event,
     sse_named,
 )
+from agenthost.web.server import Options, loopback_or_tls, parse_listen, url
 from agenthost.web.tokens import TokenStore, load_secret
 
 SECRET = b"k" * 64
@@ -264,3 +265,19 @@ def test_the_session_secret_is_made_once_and_private(home: Path) -> None:
     path.write_text("short")  # not a secret we made: a new one
     assert load_secret(home) not in (secret, b"short")
     assert json.dumps(secret.decode())  # printable
+
+
+def test_listen_addresses_and_the_loopback_rule() -> None:
+    assert parse_listen("127.0.0.1:8765") == ("127.0.0.1", 8765)
+    assert parse_listen("[::1]:0") == ("::1", 0)
+    assert parse_listen("localhost:80") == ("localhost", 80)
+    for bad in ["", "8765", ":8765", "host:", "host:port", "host:70000", "[::1]"]:
+        with pytest.raises(ConfigError):
+            parse_listen(bad)
+    home = Path("/nonexistent")
+    assert loopback_or_tls(Options(home, "127.0.0.1", 1)) is None
+    assert loopback_or_tls(Options(home, "0.0.0.0", 1, tls_cert=home)) is None
+    refusal = loopback_or_tls(Options(home, "0.0.0.0", 1))
+    assert refusal is not None and "--insecure-listen" in refusal
+    assert url(Options(home, "::1", 1), 8765) == "http://[::1]:8765/"
+    assert url(Options(home, "0.0.0.0", 1, tls_cert=home), 443) == "https://0.0.0.0:443/"

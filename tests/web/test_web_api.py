@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from webtools import Gateway, HostFactory, sse_events, until
+from webtools import Gateway, GatewayFactory, HostFactory, sse_events, until
+
+from agenthost.web.app import STATIC
 
 from hosttools import wait_for
 
@@ -57,3 +59,63 @@ def test_events_stream_ids_are_offsets(gateway: Gateway, host_factory: HostFacto
     ids = [int(e.id) for e in events if e.id is not None]
     assert ids == list(range(1, len(ids) + 1))
     assert all(e.json()["offset"] == int(e.id) for e in events if e.id)
+
+
+def test_interrupt_a_turn_and_nothing_to_interrupt_when_idle(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host = host_factory("w4")
+    api = gateway.client()
+    idle = api.post("/api/agents/w4/interrupt")
+    assert idle.status_code == 200 and idle.json()["sent"] is False
+    api.post("/api/agents/w4/send", json={"input": "/sleep 60"})
+    host.wait_state("running")
+    sent = api.post("/api/agents/w4/interrupt")
+    assert sent.status_code == 200 and sent.json()["sent"] is True, sent.text
+    host.wait_state("idle")
+
+
+def test_respond_allow_and_deny_with_a_message(gateway: Gateway, host_factory: HostFactory) -> None:
+    host_factory("w5")
+    api = gateway.client()
+    for decision, message in (("allow", None), ("deny", "not today")):
+        api.post("/api/agents/w5/send", json={"input": "/ask"})
+        pending = wait_for(
+            lambda: api.get("/api/agents/w5/pending").json()["requests"], what="a request"
+        )
+        body = {"request_id": pending[0]["request_id"], "decision": decision}
+        if message:
+            body["message"] = message
+        answer = api.post("/api/agents/w5/respond", json=body)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"ok": True, "request_id": body["request_id"], "behavior": decision}
+        wait_for(lambda: not api.get("/api/agents/w5/pending").json()["requests"], what="none")
+
+
+def test_stop_answers_once_the_agent_exited(gateway: Gateway, host_factory: HostFactory) -> None:
+    host = host_factory("w6", "--linger", "0")
+    answer = gateway.client().post("/api/agents/w6/stop", json={"timeout": 5, "reason": "test"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["stopped"] is True and body["final_state"] == "done"
+    host.wait_exit()
+
+
+def test_the_page_and_its_files_are_served(gateway: Gateway) -> None:
+    anonymous = gateway.client(None)
+    page = anonymous.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+    scripts = [p.name for p in STATIC.glob("*.js")]
+    for name in scripts:
+        asset = anonymous.get(f"/static/{name}")
+        assert asset.status_code == 200 and "javascript" in asset.headers["content-type"]
+    assert anonymous.get("/static/nope.js").status_code == 404
+
+
+def test_allow_host_adds_a_name_the_browser_may_use(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory("--allow-host", "agents.example")
+    api = gw.client()
+    assert api.get("/api/me", headers={"Host": "agents.example"}).status_code == 200
+    assert api.get("/api/me", headers={"Host": "other.example"}).status_code == 403
