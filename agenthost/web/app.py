@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agenthost.errors import AgentHostError, HostNotFound
 from agenthost.web import access, handlers
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
-from agenthost.web.gateway import Gateway, Handler, check_origin, endpoint, read_body
+from agenthost.web.gateway import Gateway, Handler, check_origin, endpoint, read_body, verify
 from agenthost.web.payloads import HttpError, fields, from_library, json_object, query_int
 from agenthost.web.sse import agent_stream, start_offset
 from agenthost.web.tokens import TokenRecord
@@ -48,7 +48,7 @@ async def login(gw: Gateway, request: Request) -> Response:
     """POST /api/login {"token"}: a session cookie for the token."""
     check_origin(gw, request)
     body = fields(json_object(await read_body(request)), {"token": str})
-    record = gw.store.verify(body["token"])
+    record = verify(gw, body["token"])
     if record is None:
         log.info("web.login_refused")
         raise HttpError(401, "unauthorized", "unknown token")

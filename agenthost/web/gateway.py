@@ -5,20 +5,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agenthost.errors import ConfigError
 from agenthost.web import access
 from agenthost.web.access import COOKIE_NAME
 from agenthost.web.agents import Agents
 from agenthost.web.payloads import MAX_BODY, HttpError
 from agenthost.web.sse import Overview
 from agenthost.web.tokens import TokenRecord, TokenStore
+
+log = structlog.get_logger("agenthost.web")
 
 
 @dataclass
@@ -47,16 +52,35 @@ class Gateway:
 # --- authentication ----------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def store_errors() -> Iterator[None]:
+    """A token store that cannot be trusted: HttpError 500 (nobody gets in), logged."""
+    try:
+        yield
+    except ConfigError as exc:
+        log.error("web.token_store_unusable", error=exc.message, hint=exc.hint)
+        raise HttpError(
+            500, "token_store", "the gateway's token store is unusable: see its log"
+        ) from None
+
+
+def verify(gw: Gateway, token: str) -> TokenRecord | None:
+    """The record of ``token``, or None (see :func:`store_errors`)."""
+    with store_errors():
+        return gw.store.verify(token)
+
+
 def authenticate(gw: Gateway, request: Request) -> TokenRecord | None:
     """The token behind a request (a Bearer token, else the session cookie), or None."""
     token = access.bearer_token(request.headers.get("authorization"))
     if token is not None:
-        return gw.store.verify(token)
+        return verify(gw, token)
     cookie = request.cookies.get(COOKIE_NAME)
     if cookie:
         session = access.read_session(gw.secret, cookie, time.time())
         if session is not None:
-            return gw.store.session_record(session.name, session.token_id)
+            with store_errors():
+                return gw.store.session_record(session.name, session.token_id)
     return None
 
 

@@ -68,7 +68,7 @@ class TokenStore:
     def __init__(self, home: Path) -> None:
         self.dir = web_dir(home)
         self.path = self.dir / "tokens.json"
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._records: dict[str, TokenRecord] = {}
 
     def exists(self) -> bool:
@@ -138,7 +138,7 @@ class TokenStore:
             return
         except OSError as exc:
             raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)
         if stamp == self._stamp:
             return
         if st.st_mode & 0o077:

@@ -297,3 +297,22 @@ def test_a_bad_certificate_is_a_clear_error(home: Path, tmp_path: Path) -> None:
     junk.write_text("not a certificate")
     done = run_web(home, "--listen", "127.0.0.1:0", "--tls-cert", str(junk), "--tls-key", str(junk))
     assert done.returncode != 0 and "TLS" in done.stderr
+
+
+def test_a_token_store_spoiled_while_running_lets_nobody_in(gateway: Gateway) -> None:
+    store = gateway.home / "web" / "tokens.json"
+    good = store.read_bytes()
+    api = gateway.client()
+    store.write_text("{ not json")
+    for answer in (
+        api.get("/api/me"),
+        gateway.client(None).post("/api/login", json={"token": "x"}),
+    ):
+        assert answer.status_code == 500 and answer.json()["code"] == "token_store"
+    assert "web.token_store_unusable" in gateway.log()
+    store.write_bytes(good)
+    assert api.get("/api/me").status_code == 200
+    os.chmod(store, 0o644)  # readable by others (its content unchanged): not trusted either
+    assert api.get("/api/me").status_code == 500
+    os.chmod(store, 0o600)
+    assert api.get("/api/me").status_code == 200
