@@ -20,9 +20,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agenthost.errors import AgentHostError, HostNotFound
 from agenthost.web import access, handlers
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
-from agenthost.web.gateway import Gateway, Handler, check_origin, endpoint, read_body, verify
+from agenthost.web.gateway import (
+    Gateway,
+    Handler,
+    check_origin,
+    endpoint,
+    read_body,
+    still_allowed,
+    verify,
+)
 from agenthost.web.payloads import HttpError, fields, from_library, json_object, query_int
-from agenthost.web.sse import agent_stream, start_offset
+from agenthost.web.sse import Watch, agent_stream, start_offset
 from agenthost.web.tokens import TokenRecord
 
 log = structlog.get_logger("agenthost.web")
@@ -86,8 +94,9 @@ async def list_agents(gw: Gateway, request: Request, record: TokenRecord) -> Res
 
 async def overview(gw: Gateway, request: Request, record: TokenRecord) -> Response:
     assert gw.overview is not None
+    watch = Watch(gw.closing, still_allowed(gw, request, "read"))
     return StreamingResponse(
-        gw.overview.stream(gw.closing), media_type="text/event-stream", headers=SSE_HEADERS
+        gw.overview.stream(watch), media_type="text/event-stream", headers=SSE_HEADERS
     )
 
 
@@ -109,8 +118,9 @@ async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response
         await client.close()
         raise
     start = start_offset(resume if resume is not None else after, tail)
+    watch = Watch(gw.closing, still_allowed(gw, request, "read"))
     return StreamingResponse(
-        agent_stream(client, start, gw.closing, backoff=gw.agents.backoff(key)),
+        agent_stream(client, start, watch, backoff=gw.agents.backoff(key)),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )

@@ -96,6 +96,20 @@ def authorize(gw: Gateway, request: Request, needed: access.Scope) -> TokenRecor
     return record
 
 
+def still_allowed(gw: Gateway, request: Request, needed: access.Scope) -> Callable[[], bool]:
+    """Whether the credentials of ``request`` still allow what needs ``needed`` (asked
+    by its open stream: a token revoked meanwhile ends it)."""
+
+    def allowed() -> bool:
+        try:
+            record = authenticate(gw, request)
+        except HttpError:
+            return False
+        return record is not None and access.allows(record.scopes, needed)
+
+    return allowed
+
+
 def check_origin(gw: Gateway, request: Request) -> None:
     """HttpError 403 for a state-changing request from another origin."""
     host = request.headers.get("host", "")

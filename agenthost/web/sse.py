@@ -18,6 +18,9 @@ from agenthost.web.payloads import PING, sse_event, sse_named
 log = structlog.get_logger("agenthost.web")
 
 PING_SECONDS: Final = 15.0
+CHECK_SECONDS: Final = 1.0
+"""How often an open stream checks that its token still allows it (a revoked token's
+streams end within this)."""
 BATCH_BYTES: Final = 64 * 1024
 """Events already received are sent together, up to this many bytes per write."""
 
@@ -37,6 +40,52 @@ def start_offset(after: int | None, tail: int | None) -> Callable[[Any], Awaitab
     return start
 
 
+class Watch:
+    """When an open stream ends, and when it pings: the gateway closes (``closing``),
+    its token no longer allows it (``allowed()``, asked at most every
+    ``check_seconds``), and a ping after ``ping_seconds`` without a write."""
+
+    def __init__(
+        self,
+        closing: asyncio.Event,
+        allowed: Callable[[], bool] | None = None,
+        *,
+        ping_seconds: float = PING_SECONDS,
+        check_seconds: float = CHECK_SECONDS,
+    ) -> None:
+        self.closing = closing
+        self._allowed = allowed
+        self.ping_seconds = ping_seconds
+        self.wake_seconds = min(ping_seconds, check_seconds)
+        self.check_seconds = check_seconds
+        loop = asyncio.get_running_loop()
+        self._time = loop.time
+        self._written = self._checked = loop.time()
+
+    def ended(self) -> bool:
+        """Whether the stream must end now."""
+        if self.closing.is_set():
+            return True
+        now = self._time()
+        if self._allowed is not None and now - self._checked >= self.check_seconds:
+            self._checked = now
+            if not self._allowed():
+                log.info("web.stream_refused")
+                return True
+        return False
+
+    def ping(self) -> bytes:
+        """A ping if one is due (as if written), else nothing."""
+        if self._time() - self._written < self.ping_seconds:
+            return b""
+        self.wrote()
+        return PING
+
+    def wrote(self) -> None:
+        """Something was just written."""
+        self._written = self._time()
+
+
 def _item_bytes(item: Any, follow: Follow) -> bytes:
     if isinstance(item, Gap):
         return sse_named(
@@ -54,35 +103,34 @@ def _item_bytes(item: Any, follow: Follow) -> bytes:
 async def agent_stream(
     client: AsyncClient,
     start: Callable[[Any], Awaitable[int]],
-    closing: asyncio.Event,
+    watch: Watch,
     *,
-    ping_seconds: float = PING_SECONDS,
     backoff: Backoff | None = None,
 ) -> AsyncIterator[bytes]:
     """The SSE body of one agent's stream: each event once, in order, across host
     restarts (the follow reconnects for as long as the browser stays), with a ping
-    comment when nothing happened for ``ping_seconds``. Ends when ``closing`` is set
-    (the gateway shuts down). ``backoff``: the pauses between attempts to reach the
-    host again."""
+    comment when nothing happened for a while. Ends when ``watch`` says so (the
+    gateway shuts down, the token was revoked). ``backoff``: the pauses between
+    attempts to reach the host again."""
 
     def keep_trying(_lost: Lost) -> bool:
-        return not closing.is_set()
+        return not watch.closing.is_set()
 
     follow = Follow(
         client, None, start=start, keep_trying=keep_trying, backoff=backoff or Backoff(0.05, 2.0)
     )
-    closed = asyncio.ensure_future(closing.wait())
+    closed = asyncio.ensure_future(watch.closing.wait())
     step: asyncio.Future[Any] | None = None
     try:
-        while not closing.is_set():
+        while not watch.ended():
             if step is None:
                 step = asyncio.ensure_future(anext(follow))
             done, _ = await asyncio.wait(
-                {step, closed}, timeout=ping_seconds, return_when=asyncio.FIRST_COMPLETED
+                {step, closed}, timeout=watch.wake_seconds, return_when=asyncio.FIRST_COMPLETED
             )
             if step not in done:
-                if closed not in done:
-                    yield PING
+                if ping := watch.ping():
+                    yield ping
                 continue
             finished, step = step, None
             if isinstance(finished.exception(), StopAsyncIteration):
@@ -95,7 +143,10 @@ async def agent_stream(
                 more = _item_bytes(await anext(follow), follow)
                 chunks.append(more)
                 size += len(more)
+            if watch.ended():
+                return
             yield b"".join(chunks)
+            watch.wrote()
     finally:
         closed.cancel()
         if step is not None:
@@ -137,32 +188,33 @@ class Overview:
                     self._changed.notify_all()
             await asyncio.sleep(self.interval)  # the poll's period, not a synchronisation
 
-    async def stream(
-        self, closing: asyncio.Event, *, ping_seconds: float = PING_SECONDS
-    ) -> AsyncIterator[bytes]:
-        """The SSE body: the list at once, then each change of it."""
+    async def stream(self, watch: Watch) -> AsyncIterator[bytes]:
+        """The SSE body: the list at once, then each change of it, until ``watch``
+        says the stream ends."""
         self._listeners += 1
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll())
         seen = 0  # version 0: no list yet
 
         def news() -> bool:
-            return self.version != seen or closing.is_set()
+            return self.version != seen or watch.closing.is_set()
 
         try:
-            while not closing.is_set():
+            while not watch.ended():
                 async with self._changed:
                     try:
-                        await asyncio.wait_for(self._changed.wait_for(news), ping_seconds)
+                        await asyncio.wait_for(self._changed.wait_for(news), watch.wake_seconds)
                     except TimeoutError:
                         pass
-                if closing.is_set():
+                if watch.ended():
                     return
                 if self.version == seen or self.snapshot is None:  # a quiet while
-                    yield PING
+                    if ping := watch.ping():
+                        yield ping
                     continue
                 seen = self.version
                 yield self.snapshot
+                watch.wrote()
         finally:
             self._listeners -= 1
             if self._listeners == 0 and self._poller is not None:

@@ -19,7 +19,7 @@ from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, take, 
 
 from agenthost.client import AsyncClient
 from agenthost.web.payloads import PING
-from agenthost.web.sse import agent_stream, start_offset
+from agenthost.web.sse import Watch, agent_stream, start_offset
 
 from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for, wait_until
 
@@ -175,12 +175,41 @@ async def test_a_quiet_stream_pings_and_ends_when_the_gateway_closes(
     host_factory("p1")
     closing = asyncio.Event()
     client = AsyncClient("p1", home=home)
-    body = agent_stream(client, start_offset(HEAD, None), closing, ping_seconds=0.01)
+    allowed = [True]
+    watch = Watch(closing, lambda: allowed[0], ping_seconds=0.01, check_seconds=0.01)
+    body = agent_stream(client, start_offset(HEAD, None), watch)
     assert await asyncio.wait_for(anext(body), DEADLINE) == PING
     closing.set()
     rest = [chunk async for chunk in body]
     assert rest in ([], [PING])
     assert not client.connected
+    # a stream whose token no longer allows it ends as well
+    closing = asyncio.Event()
+    watch = Watch(closing, lambda: allowed[0], ping_seconds=0.01, check_seconds=0.01)
+    body = agent_stream(AsyncClient("p1", home=home), start_offset(HEAD, None), watch)
+    assert await asyncio.wait_for(anext(body), DEADLINE) == PING
+    allowed[0] = False
+    assert len([chunk async for chunk in body]) <= 1
+
+
+def test_revoking_a_token_ends_its_open_streams(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("rv")
+    token = gateway.add_token("watcher", "read")
+    api = gateway.client(token)
+    with (
+        api.stream("GET", "/api/agents/rv/events") as one,
+        api.stream("GET", "/api/events") as overview,
+    ):
+        assert one.status_code == 200 and overview.status_code == 200
+        events = sse_events(overview)
+        assert next(events).event == "agents"
+        gateway.cli("token", "revoke", "watcher")
+        # each ends (within a second or so), without an error
+        assert all(e.event == "agents" for e in events)
+        assert all(e.event == "message" for e in sse_events(one))
+    assert api.get("/api/agents/rv/events").status_code == 401
 
 
 def test_sigterm_ends_open_streams_and_the_gateway_cleanly(
