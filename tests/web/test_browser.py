@@ -478,3 +478,22 @@ def test_the_conversation_goes_on_through_a_host_restart(
     chat = page.locator("#log .msg, #log .tool-call, #log .tool-result")
     shown = chat.evaluate_all("ns => ns.map(n => Number(n.dataset.offset))")
     assert shown == [entry["offset"] for entry in history["entries"]]
+
+
+def test_who_needs_the_user_is_counted_in_the_top_bar_on_every_view(
+    page: Page, gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("a1")
+    host_factory("a2")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    expect(page.locator("#attention")).to_be_hidden()
+    agenthost(home, "send", "a2", "/ask")
+    expect(page.locator("#attention")).to_have_text("1 needs you")
+    expect(page).to_have_title("(1) agenthost")
+    page.locator("#attention").click()
+    expect(agent_card(page, "a2")).to_have_class(re.compile(r"\bneeds-you\b"))
+    open_agent(page, "a2")
+    page.locator(".entry.permission button.deny").click()
+    expect(page.locator("#attention")).to_be_hidden()
+    expect(page).to_have_title("agenthost")

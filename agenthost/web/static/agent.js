@@ -230,7 +230,7 @@ export function showAgent(page, key) {
         truncated: (m) => conversation.onTruncated(m),
       },
       status: (live) => {
-        page.connection(live);
+        page.connection("agent", live);
         if (live) loadPending();
       },
       check: async () => {

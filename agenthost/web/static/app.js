@@ -4,18 +4,23 @@
 
 import { api, ApiError, setUnauthorizedHandler } from "./api.js";
 import { h, replace } from "./dom.js";
-import { showOverview } from "./overview.js";
+import { AgentList, showOverview } from "./overview.js";
 import { showAgent } from "./agent.js";
 
 const app = document.getElementById("app");
 const conn = document.getElementById("conn");
 const whoami = document.getElementById("whoami");
+const attention = document.getElementById("attention");
 const logoutButton = document.getElementById("logout");
 
 /** Who is logged in: {name, scopes} from GET /api/me, or null. */
 let me = null;
 /** The view on screen: an object with close(), or null. */
 let view = null;
+/** Every agent, live while logged in (an AgentList), or null. */
+let agents = null;
+/** The page's streams that are not connected now, by name. */
+const down = new Set();
 
 /** What the page's views share. */
 const page = {
@@ -27,9 +32,12 @@ const page = {
     if (!me || !Array.isArray(me.scopes)) return false;
     return me.scopes.includes(scope) || me.scopes.includes("admin");
   },
-  connection(live) {
-    conn.hidden = live;
-    conn.textContent = live ? "" : "reconnecting…";
+  /** Stream `name` is connected (live true) or trying to be. */
+  connection(name, live) {
+    if (live) down.delete(name);
+    else down.add(name);
+    conn.hidden = down.size === 0;
+    conn.textContent = down.size ? "reconnecting…" : "";
   },
   loggedOut,
 };
@@ -37,12 +45,25 @@ const page = {
 function closeView() {
   if (view) view.close();
   view = null;
-  page.connection(true);
+  page.connection("agent", true);
+}
+
+/** Who needs the user, whatever view is open: the top bar and the tab's title. */
+function showAttention(rows) {
+  const needing = rows.filter((row) => row.needsYou).length;
+  document.title = needing ? `(${needing}) agenthost` : "agenthost";
+  attention.hidden = needing === 0;
+  attention.textContent = needing === 1 ? "1 needs you" : `${needing} need you`;
 }
 
 function loggedOut() {
   me = null;
   closeView();
+  if (agents) agents.close();
+  agents = null;
+  page.connection("agents", true);
+  attention.hidden = true;
+  document.title = "agenthost";
   whoami.textContent = "";
   logoutButton.hidden = true;
   showLogin();
@@ -113,7 +134,10 @@ function route() {
     }
     view = showAgent(page, key);
   } else {
-    view = showOverview(page);
+    view = showOverview(page, agents);
+    // The list's stream may outlive the session (a revoked token): ask whether it
+    // still holds, so a dead session goes back to the login at once.
+    api("GET", "/api/me").catch(() => {});
   }
 }
 
@@ -134,6 +158,10 @@ async function start() {
   }
   whoami.textContent = me && typeof me.name === "string" ? me.name : "";
   logoutButton.hidden = false;
+  if (!agents) {
+    agents = new AgentList(page);
+    agents.subscribe(showAttention);
+  }
   route();
 }
 

@@ -1,5 +1,6 @@
 // Every agent at a glance, live from GET /api/events (event "agents": the objects of
-// `agenthost list --json` with "key" and "machine").
+// `agenthost list --json` with "key" and "machine"). One list for the whole page: the
+// overview shows it, the top bar counts who needs the user, whatever view is open.
 
 import { api, Stream } from "./api.js";
 import { stateClass } from "./conversation.js";
@@ -53,8 +54,69 @@ export function describe(item) {
   };
 }
 
-/** The overview; returns the view (close() stops its stream). */
-export function showOverview(page) {
+/**
+ * The agents as the gateway lists them, kept up to date by one stream while the user
+ * is logged in. `subscribe(fn)` calls fn(rows) with each new list (rows: describe()d,
+ * those who need the user first) and returns the way to unsubscribe.
+ */
+export class AgentList {
+  constructor(page) {
+    this.rows = null; // nothing received yet
+    this.listeners = new Set();
+    // When the page saw each agent change: a later activity than the list's own times.
+    this.seen = new Map();
+    this.stream = new Stream({
+      url: () => "/api/events",
+      handlers: { agents: (event) => this.update(event) },
+      status: (live) => page.connection("agents", live),
+      check: async () => {
+        await api("GET", "/api/me");
+        return true;
+      },
+    });
+  }
+
+  subscribe(fn) {
+    this.listeners.add(fn);
+    if (this.rows !== null) fn(this.rows);
+    return () => this.listeners.delete(fn);
+  }
+
+  close() {
+    this.stream.close();
+    this.listeners.clear();
+  }
+
+  update(event) {
+    let data;
+    try {
+      data = JSON.parse(event.data);
+    } catch (err) {
+      return;
+    }
+    if (!Array.isArray(data)) return;
+    // An agent is an object with a key (or at least an id) to open it by.
+    const items = data.filter(
+      (item) =>
+        isObject(item) && (typeof item.key === "string" || typeof item.agent_id === "string")
+    );
+    const now = Date.now();
+    const rows = items.map(describe);
+    for (const row of rows) {
+      const sig = `${row.state}|${row.pending}|${row.cost}`;
+      const before = this.seen.get(row.key);
+      if (!before) this.seen.set(row.key, { sig, at: 0 });
+      else if (before.sig !== sig) this.seen.set(row.key, { sig, at: now });
+      row.last = Math.max(row.last || 0, this.seen.get(row.key).at) || NaN;
+    }
+    rows.sort((a, b) => Number(b.needsYou) - Number(a.needsYou) || a.key.localeCompare(b.key));
+    this.rows = rows;
+    for (const fn of this.listeners) fn(rows);
+  }
+}
+
+/** The overview of `agents` (an AgentList); returns the view (close() leaves it). */
+export function showOverview(page, agents) {
   const list = h("ul", { class: "agents", id: "agents" });
   const empty = h(
     "p",
@@ -67,109 +129,67 @@ export function showOverview(page) {
   );
   const loading = h("p", { class: "muted", id: "loading" }, "Loading…");
   replace(page.app, h("h1", { class: "title" }, "Agents"), loading, empty, list);
-
-  // When the page saw each agent change: a later activity than the list's own times.
-  const seen = new Map();
-  let items = null;
+  let rows = null;
 
   function render() {
-    if (items === null) return; // nothing received yet
+    if (rows === null) return;
     const now = Date.now();
-    const rows = items.map(describe);
-    rows.sort((a, b) => Number(b.needsYou) - Number(a.needsYou) || a.key.localeCompare(b.key));
-    const needing = rows.filter((r) => r.needsYou).length;
-    document.title = needing ? `(${needing}) agenthost` : "agenthost";
     loading.hidden = true;
     empty.hidden = rows.length > 0;
     replace(list, rows.map((row) => card(row, now)));
   }
 
-  function card(row, now) {
-    const last = Math.max(row.last || 0, seen.get(row.key)?.at || 0) || NaN;
-    const href = `#/agent/${encodeURIComponent(row.key)}`;
-    return h(
-      "li",
-      {
-        class: ["agent", stateClass(row.state), row.needsYou && "needs-you", row.gone && "gone"]
-          .filter(Boolean)
-          .join(" "),
-        dataset: { key: row.key, state: row.state },
-      },
-      h(
-        "a",
-        { href, class: "agent-link" },
-        h(
-          "div",
-          { class: "line1" },
-          h("span", { class: "name" }, row.id),
-          row.needsYou
-            ? h(
-                "span",
-                { class: "needs", title: "waiting for you" },
-                row.pending > 1 ? `needs you (${row.pending})` : "needs you"
-              )
-            : null,
-          h("span", { class: `badge ${stateClass(row.state)}` }, row.state)
-        ),
-        h(
-          "div",
-          { class: "line2 muted" },
-          row.machine ? h("span", { class: "machine" }, `@ ${row.machine}`) : null,
-          row.task ? h("span", { class: "task" }, row.task) : null,
-          row.backend ? h("span", {}, row.backend) : null,
-          row.project ? h("span", {}, row.project) : null,
-          dollars(row.cost) ? h("span", { class: "cost" }, dollars(row.cost)) : null,
-          Number.isFinite(last) ? h("span", { class: "last" }, ago(last, now)) : null
-        ),
-        row.error && row.state !== "idle" ? h("div", { class: "line3 error" }, row.error) : null
-      )
-    );
-  }
-
-  function update(event) {
-    let data;
-    try {
-      data = JSON.parse(event.data);
-    } catch (err) {
-      return;
-    }
-    if (!Array.isArray(data)) return;
-    // An agent is an object with a key (or at least an id) to open it by.
-    const fresh = data.filter(
-      (item) =>
-        item &&
-        typeof item === "object" &&
-        !Array.isArray(item) &&
-        (typeof item.key === "string" || typeof item.agent_id === "string")
-    );
-    const now = Date.now();
-    for (const item of fresh) {
-      const row = describe(item);
-      const sig = `${row.state}|${row.pending}|${row.cost}`;
-      const before = seen.get(row.key);
-      if (!before) seen.set(row.key, { sig, at: 0 });
-      else if (before.sig !== sig) seen.set(row.key, { sig, at: now });
-    }
-    items = fresh;
+  const unsubscribe = agents.subscribe((fresh) => {
+    rows = fresh;
     render();
-  }
-
-  const stream = new Stream({
-    url: () => "/api/events",
-    handlers: { agents: update },
-    status: (live) => page.connection(live),
-    check: async () => {
-      await api("GET", "/api/me");
-      return true;
-    },
   });
   // "5 min ago" stays true without a new list.
   const ticker = setInterval(render, 30000);
   return {
     close() {
-      stream.close();
+      unsubscribe();
       clearInterval(ticker);
-      document.title = "agenthost";
     },
   };
+}
+
+function card(row, now) {
+  const href = `#/agent/${encodeURIComponent(row.key)}`;
+  return h(
+    "li",
+    {
+      class: ["agent", stateClass(row.state), row.needsYou && "needs-you", row.gone && "gone"]
+        .filter(Boolean)
+        .join(" "),
+      dataset: { key: row.key, state: row.state },
+    },
+    h(
+      "a",
+      { href, class: "agent-link" },
+      h(
+        "div",
+        { class: "line1" },
+        h("span", { class: "name" }, row.id),
+        row.needsYou
+          ? h(
+              "span",
+              { class: "needs", title: "waiting for you" },
+              row.pending > 1 ? `needs you (${row.pending})` : "needs you"
+            )
+          : null,
+        h("span", { class: `badge ${stateClass(row.state)}` }, row.state)
+      ),
+      h(
+        "div",
+        { class: "line2 muted" },
+        row.machine ? h("span", { class: "machine" }, `@ ${row.machine}`) : null,
+        row.task ? h("span", { class: "task" }, row.task) : null,
+        row.backend ? h("span", {}, row.backend) : null,
+        row.project ? h("span", {}, row.project) : null,
+        dollars(row.cost) ? h("span", { class: "cost" }, dollars(row.cost)) : null,
+        Number.isFinite(row.last) ? h("span", { class: "last" }, ago(row.last, now)) : null
+      ),
+      row.error && row.state !== "idle" ? h("div", { class: "line3 error" }, row.error) : null
+    )
+  );
 }
