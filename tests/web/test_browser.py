@@ -497,3 +497,50 @@ def test_who_needs_the_user_is_counted_in_the_top_bar_on_every_view(
     page.locator(".entry.permission button.deny").click()
     expect(page.locator("#attention")).to_be_hidden()
     expect(page).to_have_title("agenthost")
+
+
+COUNT_STREAMS = """
+const Original = window.EventSource;
+window.__streams = { open: 0, most: 0 };
+window.EventSource = class extends Original {
+  constructor(...args) {
+    super(...args);
+    const s = window.__streams;
+    s.open += 1;
+    s.most = Math.max(s.most, s.open);
+  }
+  close() {
+    if (this.readyState !== Original.CLOSED) window.__streams.open -= 1;
+    super.close();
+  }
+};
+"""
+
+
+def test_the_page_holds_one_stream_at_a_time(
+    browser: Browser, gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    # A browser opens at most six connections to a server over HTTP/1.1, for all its
+    # tabs together, and each open event stream holds one of them.
+    host_factory("a1")
+    host_factory("a2")
+    page = new_page(browser, gateway)
+    try:
+        page.add_init_script(COUNT_STREAMS)
+        page.reload()
+        log_in(page, gateway.token)
+        page.wait_for_function("window.__streams.open === 1")
+        for key in ["a1", "a2"]:
+            open_agent(page, key)
+            expect(page.locator("#agent-state")).to_have_text("idle")
+            page.wait_for_function("window.__streams.open === 1")
+            page.go_back()
+            expect(agent_card(page, key)).to_be_visible()
+            page.wait_for_function("window.__streams.open === 1")
+        # while an agent is open, the others' need of the user still reaches the top bar
+        open_agent(page, "a1")
+        agenthost(home, "send", "a2", "/ask")
+        expect(page.locator("#attention")).to_have_text("1 needs you")
+        assert page.evaluate("window.__streams.most") == 1
+    finally:
+        page.context.close()

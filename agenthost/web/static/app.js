@@ -132,8 +132,10 @@ function route() {
     } catch (err) {
       key = match[1];
     }
+    agents.watch(false); // the agent's own stream is the one this page holds
     view = showAgent(page, key);
   } else {
+    agents.watch(true);
     view = showOverview(page, agents);
     // The list's stream may outlive the session (a revoked token): ask whether it
     // still holds, so a dead session goes back to the login at once.

@@ -54,26 +54,60 @@ export function describe(item) {
   };
 }
 
+/** How often the list is asked for while the overview is not on screen (ms). */
+const POLL_MS = 5000;
+
 /**
- * The agents as the gateway lists them, kept up to date by one stream while the user
- * is logged in. `subscribe(fn)` calls fn(rows) with each new list (rows: describe()d,
- * those who need the user first) and returns the way to unsubscribe.
+ * The agents as the gateway lists them, kept up to date while the user is logged in:
+ * live from the /api/events stream while the overview is on screen, else asked for
+ * every few seconds (GET /api/agents). A browser opens few connections to one server
+ * (six over HTTP/1.1, for all its tabs together) and each open stream holds one: the
+ * page holds one stream at a time. `subscribe(fn)` calls fn(rows) with each new list
+ * (rows: describe()d, those who need the user first) and returns the way to
+ * unsubscribe.
  */
 export class AgentList {
   constructor(page) {
+    this.page = page;
     this.rows = null; // nothing received yet
     this.listeners = new Set();
     // When the page saw each agent change: a later activity than the list's own times.
     this.seen = new Map();
-    this.stream = new Stream({
-      url: () => "/api/events",
-      handlers: { agents: (event) => this.update(event) },
-      status: (live) => page.connection("agents", live),
-      check: async () => {
-        await api("GET", "/api/me");
-        return true;
-      },
-    });
+    this.stream = null;
+    this.timer = null;
+  }
+
+  /** Live (a stream) or polled (`live` false). */
+  watch(live) {
+    if (live) {
+      if (this.timer !== null) clearInterval(this.timer);
+      this.timer = null;
+      if (this.stream) return;
+      this.stream = new Stream({
+        url: () => "/api/events",
+        handlers: { agents: (event) => this.update(event) },
+        status: (up) => this.page.connection("agents", up),
+        check: async () => {
+          await api("GET", "/api/me");
+          return true;
+        },
+      });
+    } else {
+      if (this.stream) this.stream.close();
+      this.stream = null;
+      this.page.connection("agents", true);
+      if (this.timer !== null) return;
+      this.poll();
+      this.timer = setInterval(() => this.poll(), POLL_MS);
+    }
+  }
+
+  async poll() {
+    try {
+      this.apply(await api("GET", "/api/agents"));
+    } catch (err) {
+      // the next poll tries again; a 401 has sent the page to the login already
+    }
   }
 
   subscribe(fn) {
@@ -83,7 +117,10 @@ export class AgentList {
   }
 
   close() {
-    this.stream.close();
+    if (this.stream) this.stream.close();
+    if (this.timer !== null) clearInterval(this.timer);
+    this.stream = null;
+    this.timer = null;
     this.listeners.clear();
   }
 
@@ -94,6 +131,10 @@ export class AgentList {
     } catch (err) {
       return;
     }
+    this.apply(data);
+  }
+
+  apply(data) {
     if (!Array.isArray(data)) return;
     // An agent is an object with a key (or at least an id) to open it by.
     const items = data.filter(
