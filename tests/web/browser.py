@@ -45,10 +45,11 @@ def chromium() -> Iterator[Browser]:
     if not os.access(CHROMIUM, os.X_OK):
         unavailable(f"{CHROMIUM} is not installed")
     try:
-        from playwright.sync_api import Error, sync_playwright
+        from playwright.sync_api import Error, expect, sync_playwright
     except ImportError as exc:
         unavailable(f"playwright is not installed: {exc}")
         raise  # not reached
+    expect.set_options(timeout=WAIT_MS)  # the same patience as the pages' own waits
     with sync_playwright() as p:
         try:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)

@@ -60,7 +60,10 @@ export function showAgent(page, key) {
       if (choice.option_id) body.option_id = choice.option_id;
       return api("POST", agentPath(key, "/respond"), body);
     },
-    onState: setState,
+    onState: (state) => {
+      setState(state);
+      page.agentsChanged(); // the top bar's count may change with it
+    },
     onResult: () => refreshStatus(),
     backend: () => backend,
   });

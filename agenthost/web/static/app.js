@@ -19,6 +19,8 @@ let me = null;
 let view = null;
 /** Every agent, live while logged in (an AgentList), or null. */
 let agents = null;
+/** A refresh of the list of agents to come (a timer), or null. */
+let refreshing = null;
 /** The page's streams that are not connected now, by name. */
 const down = new Set();
 
@@ -40,6 +42,15 @@ const page = {
     conn.textContent = down.size ? "reconnecting…" : "";
   },
   loggedOut,
+  /** Something changed that the list of agents shows: ask for it soon (once for a
+   * burst of changes, e.g. the replay of an agent's events). */
+  agentsChanged() {
+    if (!agents || refreshing !== null) return;
+    refreshing = setTimeout(() => {
+      refreshing = null;
+      if (agents) agents.poll();
+    }, 300);
+  },
 };
 
 function closeView() {
