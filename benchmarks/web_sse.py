@@ -4,8 +4,9 @@
 demo agent and ``agenthost web`` in a fresh home, and for each size opens N streams of
 ``GET /api/agents/demo/events`` (from the agent's head), makes the agent print
 ``--flood`` messages, and waits until every stream has the turn's result. Per size it
-reports the gateway's PSS with the streams open, the CPU seconds it spent delivering
-the flood to them, and that per thousand events delivered. Every stream must receive
+reports the PSS of a fresh gateway with the streams open and after the flood, the CPU
+seconds it spent delivering the flood to them, and that per thousand events
+delivered. Every stream must receive
 every offset once, in order, or the run fails. It prints a table and the JSON of the
 figures; everything it started is stopped on exit.
 """
@@ -72,6 +73,7 @@ async def deliver(url: str, token: str, size: int, flood: int) -> dict[str, Any]
         await api.post("/api/agents/demo/send", json={"input": f"/flood {flood}"})
         results = await asyncio.wait_for(asyncio.gather(*readers), 300)
         spent = cpu_seconds(gateway) - before
+        pss_after = gateway.memory_full_info().pss
     last = results[0][-1]
     for seen in results:
         if seen != list(range(start + 1, last + 1)):
@@ -81,6 +83,7 @@ async def deliver(url: str, token: str, size: int, flood: int) -> dict[str, Any]
         "streams": size,
         "events_per_stream": last - start,
         "gateway_pss_mib": round(pss / 2**20, 1),
+        "gateway_pss_after_mib": round(pss_after / 2**20, 1),
         "gateway_cpu_s": round(spent, 2),
         "cpu_ms_per_1000_events": round(spent * 1e6 / events, 2),
     }
@@ -95,39 +98,51 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="ah-bench-web-", dir="/tmp"))
     env = {**os.environ, "AGENTHOST_HOME": str(home), "AGENTHOST_DEMO_PACE": "0"}
     procs: list[subprocess.Popen[bytes]] = []
+    token = ""
     try:
         host = subprocess.Popen(
             [PY, "-m", "agenthost", "serve", "--agent-id", "demo", "--ring-size", "100000"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         procs.append(host)
-        web = subprocess.Popen(
-            [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0", "--log-level", "warning"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        procs.append(web)
-        assert web.stdout is not None
-        token = web.stdout.readline().decode().split(": ", 1)[1].strip()
-        url = web.stdout.readline().decode().split()[-1]
-        os.environ["WEB_SSE_GATEWAY_PID"] = str(web.pid)
-        while not (home / "hosts" / "demo.sock").exists():
-            if host.poll() is not None:
-                raise RuntimeError("the demo host exited")
-            asyncio.run(asyncio.sleep(0.05))  # waiting for the host's socket
         rows = []
         for size in sizes:
             log(f"{size} streams, /flood {args.flood} ...")
+            web = subprocess.Popen(
+                [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0", "--log-level", "warning"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            procs.append(web)
+            assert web.stdout is not None
+            line = web.stdout.readline().decode()
+            if line.startswith("token admin: "):  # the first start of the home
+                token = line.removeprefix("token admin: ").strip()
+                line = web.stdout.readline().decode()
+            url = line.split()[-1]
+            os.environ["WEB_SSE_GATEWAY_PID"] = str(web.pid)
+            while not (home / "hosts" / "demo.sock").exists():
+                if host.poll() is not None:
+                    raise RuntimeError("the demo host exited")
+                asyncio.run(asyncio.sleep(0.05))  # waiting for the host's socket
             rows.append(asyncio.run(deliver(url, token, size, args.flood)))
+            web.terminate()  # a fresh gateway per size: its memory is that size's
+            web.wait(30)
+            web.stdout.close()
+            procs.remove(web)
     finally:
         for proc in reversed(procs):
             proc.terminate()
             proc.wait(30)
         shutil.rmtree(home, ignore_errors=True)
-    print(f"{'streams':>8} {'events each':>12} {'PSS MiB':>8} {'CPU s':>7} {'CPU ms/1k ev':>13}")
+    print(
+        f"{'streams':>8} {'events each':>12} {'PSS MiB':>8} {'after':>6} {'CPU s':>7} "
+        f"{'CPU ms/1k ev':>13}"
+    )
     for r in rows:
         print(
             f"{r['streams']:>8} {r['events_per_stream']:>12} {r['gateway_pss_mib']:>8} "
-            f"{r['gateway_cpu_s']:>7} {r['cpu_ms_per_1000_events']:>13}"
+            f"{r['gateway_pss_after_mib']:>6} {r['gateway_cpu_s']:>7} "
+            f"{r['cpu_ms_per_1000_events']:>13}"
         )
     print(json.dumps(rows))
     return 0

@@ -16,11 +16,18 @@ from agenthost.follow import Backoff
 from agenthost.inventory import gather, gather_remote, known_agents_async
 from agenthost.paths import journal_dir, lock_path, socket_path
 from agenthost.web.payloads import AgentKey, HttpError, parse_key
+from agenthost.wire.client import StreamLimit
 
 LIST_TIMEOUT: Final = 1.0
 """Seconds each host has to answer when the agents are listed."""
 REMOTE_TIMEOUT: Final = 10.0
 """Seconds a remote machine has to list its agents (ssh's connection included)."""
+STREAM_LIMIT: Final = StreamLimit(items=256, bytes=1 << 20)
+"""What one browser's stream may queue in the gateway while the browser is slower than
+the agent: past it the client attaches again after what it delivered, and the host
+replays the rest (from its ring or journal), so a flood costs each stream at most this
+much memory instead of the whole flood (measured: 457 MiB for 200 streams under a
+/flood 500 with the default limit)."""
 REMOTE_FRESH: Final = 5.0
 """Seconds a remote machine's list is reused (each listing is an ssh connection)."""
 
@@ -46,8 +53,8 @@ class Agents:
         """A (not yet connected) client of the agent's host (through ssh for a remote
         one)."""
         if key.machine is None:
-            return AsyncClient(key.agent_id, home=self.home)
-        return AsyncClient(key.agent_id, remote=key.machine)
+            return AsyncClient(key.agent_id, home=self.home, stream_limit=STREAM_LIMIT)
+        return AsyncClient(key.agent_id, remote=key.machine, stream_limit=STREAM_LIMIT)
 
     def backoff(self, key: AgentKey) -> Backoff:
         """Pauses between attempts of a stream to reach the host again (longer for a
