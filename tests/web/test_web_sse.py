@@ -284,3 +284,22 @@ async def test_200_streams_on_one_agent_under_a_flood_miss_nothing(
     assert last - start > FLOOD  # the flood's messages are all in it
     for seen in results:
         assert seen == list(range(start + 1, last + 1))  # each offset once, in order
+
+
+def test_a_browser_that_stops_reading_during_a_flood_loses_nothing(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host = host_factory("sl")
+    api = gateway.client()
+    start = head(host)
+    with stream(api, "sl", params={"after": start}) as events:
+        say(api, "sl", "/flood 5000")
+        first = next(events)  # then nothing is read while the agent floods
+        host.wait_state("idle")
+        rest = until(events, lambda e: '"type":"result"' in e.data)
+    seen = offsets([first, *rest])
+    assert len(seen) > 5000
+    assert seen == list(range(start + 1, start + 1 + len(seen)))
+    # more than the gateway queues for a stream: it attached again, and lost nothing
+    attaches = [line for line in host.log().splitlines() if "client.attached" in line]
+    assert len(attaches) >= 2, attaches
