@@ -58,9 +58,9 @@ async def login(gw: Gateway, request: Request) -> Response:
     body = fields(json_object(await read_body(request)), {"token": str})
     record = verify(gw, body["token"])
     if record is None:
-        log.info("web.login_refused")
+        log.info("web.login_refused", client=_peer(request.scope))
         raise HttpError(401, "unauthorized", "unknown token")
-    log.info("web.login", token_name=record.name)
+    log.info("web.login", token_name=record.name, client=_peer(request.scope))
     session = access.Session(record.name, record.token_id, int(time.time()))
     response = Response(status_code=204)
     response.set_cookie(
@@ -219,6 +219,7 @@ class Guard:
                     method=scope["method"],
                     path=scope["path"],
                     status=message["status"],
+                    client=_peer(scope),
                 )
             await send(message)
 
@@ -230,6 +231,12 @@ class Guard:
             await response(scope, receive, send_with_headers)
         else:
             await self.app(scope, receive, send_with_headers)
+
+
+def _peer(scope: Scope) -> str | None:
+    """The client's address, for the log."""
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else None
 
 
 def make_app(gw: Gateway) -> ASGIApp:
