@@ -40,7 +40,7 @@ from agenthost.protocol import (
     StreamEvent,
     check_peer_version,
 )
-from agenthost.remote import agenthost_missing
+from agenthost.remote import for_good
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +134,13 @@ def while_link_fails(seconds: float = REMOTE_GIVE_UP) -> KeepTrying:
     """The default policy for a host on another machine, whose lock cannot be seen:
     keep trying while the failure is the link (the SSH connection dropped, ssh cannot
     reach the machine), for at most ``seconds`` in a row; end at once when the remote
-    answers that no host runs there (HostNotFound: the host exited) or refuses us.
+    answers that no host runs there (HostNotFound: the host exited) or refuses us, or
+    when another attempt cannot help (no agenthost there, no ssh here).
     As the other policies, raise the error if the follow never attached."""
     link = retry_for(seconds)
 
     def keep_trying(lost: Lost) -> bool:
-        if isinstance(lost.error, NotConnected | RequestTimeout) and not agenthost_missing(
-            lost.error
-        ):
+        if isinstance(lost.error, NotConnected | RequestTimeout) and not for_good(lost.error):
             return link(lost)
         if lost.attaches == 0:
             raise lost.error

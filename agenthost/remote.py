@@ -177,13 +177,22 @@ def not_installed(remote: Remote, detail: str = "") -> RemoteError:
     )
 
 
-_MISSING: Final = ("agenthost is not installed on ", "the agenthost on ")
+_FOR_GOOD: Final = ("agenthost is not installed on ", "the agenthost on ", "cannot run ")
 
 
-def agenthost_missing(error: AgentHostError) -> bool:
-    """Whether ``error`` says that agenthost is missing (or too old) on a remote: not
-    worth another attempt, unlike a dropped link."""
-    return isinstance(error, RemoteError) and error.message.startswith(_MISSING)
+def cannot_run(remote: Remote, program: str, why: str) -> RemoteError:
+    """The error for an ssh program that cannot be started here."""
+    return RemoteError(
+        f"cannot run {program!r} to reach {remote}: {why}",
+        hint=f"install OpenSSH's client, or set {SSH_ENV}",
+    )
+
+
+def for_good(error: AgentHostError) -> bool:
+    """Whether ``error`` will be the same on another attempt: agenthost missing (or too
+    old) on the remote, or ssh not runnable here; unlike a dropped link, not worth
+    retrying."""
+    return isinstance(error, RemoteError) and error.message.startswith(_FOR_GOOD)
 
 
 def _ssh_hint(remote: Remote, text: str) -> str:

@@ -247,7 +247,7 @@ def run_there(remote: Remote, args: list[str], *, output: Path | None = None) ->
     agenthost there, raise RemoteError."""
     import subprocess
 
-    from agenthost.remote import NOT_FOUND_STATUSES, SSH_FAILED, exit_error
+    from agenthost.remote import NOT_FOUND_STATUSES, SSH_FAILED, cannot_run, exit_error
 
     argv = remote.ssh_argv(args)
     try:
@@ -256,7 +256,7 @@ def run_there(remote: Remote, args: list[str], *, output: Path | None = None) ->
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, check=False
             )
     except OSError as exc:
-        raise RemoteError(f"cannot run {argv[0]!r} to reach {remote}: {exc}") from exc
+        raise cannot_run(remote, argv[0], exc.strerror or str(exc)) from exc
     if proc.returncode in (SSH_FAILED, *NOT_FOUND_STATUSES):
         error = exit_error(remote, proc.returncode, proc.stderr, target=f"`agenthost {args[0]}`")
         if error is not None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from agenthost.errors import AgentHostError, HostNotFound, NotConnected, RemoteError
-from agenthost.remote import STDERR_KEPT, Remote, exit_error
+from agenthost.remote import STDERR_KEPT, Remote, cannot_run, exit_error
 
 EXIT_WAIT: Final = 5.0
 """Seconds a connection that ended waits for ssh's exit status (it exits right after
@@ -80,10 +80,7 @@ class SshLink:
             )
         except OSError as exc:
             ours.close()
-            raise RemoteError(
-                f"cannot run {self.argv[0]!r} to reach {self.remote}: {exc.strerror or exc}",
-                hint="install OpenSSH's client, or set AGENTHOST_SSH",
-            ) from exc
+            raise cannot_run(self.remote, self.argv[0], exc.strerror or str(exc)) from exc
         finally:
             theirs.close()
         self._stderr = bytearray()
@@ -185,10 +182,7 @@ async def run_remote(
             start_new_session=True,
         )
     except OSError as exc:
-        raise RemoteError(
-            f"cannot run {argv[0]!r} to reach {remote}: {exc.strerror or exc}",
-            hint="install OpenSSH's client, or set AGENTHOST_SSH",
-        ) from exc
+        raise cannot_run(remote, argv[0], exc.strerror or str(exc)) from exc
     assert proc.stdout is not None and proc.stderr is not None
     out, err = bytearray(), bytearray()
 

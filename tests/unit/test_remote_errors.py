@@ -22,9 +22,10 @@ from agenthost.inventory import remote_items
 from agenthost.remote import (
     STDERR_KEPT,
     Remote,
-    agenthost_missing,
     as_remote,
+    cannot_run,
     exit_error,
+    for_good,
     parse_remote,
     read_stderr,
 )
@@ -107,12 +108,13 @@ def test_no_host_keeps_the_remotes_hint_and_its_class() -> None:
 
 def test_missing_is_told_from_a_dropped_link() -> None:
     missing = exit_error(R, 127, b"", target="x")
-    assert missing is not None and agenthost_missing(missing)
+    assert missing is not None and for_good(missing)
     too_old = exit_error(R, 2, b"No such command 'bridge'.", target="x")
-    assert too_old is not None and agenthost_missing(too_old)
+    assert too_old is not None and for_good(too_old)
     failed = exit_error(R, 255, b"Connection refused", target="x")
-    assert failed is not None and not agenthost_missing(failed)
-    assert not agenthost_missing(NotConnected("lost"))
+    assert failed is not None and not for_good(failed)
+    assert not for_good(NotConnected("lost"))
+    assert for_good(cannot_run(R, "ssh", "No such file or directory"))
 
 
 def test_read_stderr_is_bounded_and_clean() -> None:
