@@ -29,6 +29,15 @@ SESSION_SECONDS: Final = 30 * 24 * 3600
 LOCAL_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
+_TOKEN_RE: Final = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]*")
+
+
+def redact(text: str) -> str:
+    """``text`` with anything shaped like a token cut to its prefix (for a logged path:
+    someone may paste a token where an agent id goes)."""
+    return _TOKEN_RE.sub(TOKEN_PREFIX + "...", text)
+
+
 def check_token_name(name: str) -> str:
     """Return ``name`` if it is a valid token name, else raise ValueError."""
     if not isinstance(name, str) or not TOKEN_NAME_RE.fullmatch(name):

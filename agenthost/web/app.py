@@ -217,7 +217,7 @@ class Guard:
                 log.info(
                     "web.request",
                     method=scope["method"],
-                    path=scope["path"],
+                    path=access.redact(scope["path"]),
                     status=message["status"],
                     client=_peer(scope),
                 )

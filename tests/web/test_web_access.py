@@ -78,6 +78,12 @@ def test_a_signed_session_reads_back_and_nothing_else_does() -> None:
         assert access.read_session(SECRET, forged, 1_000_010) is None, forged
 
 
+def test_redact() -> None:
+    token = access.new_token()
+    assert access.redact(f"/api/agents/{token}/x") == "/api/agents/aht_.../x"
+    assert access.redact("/api/agents/a1") == "/api/agents/a1"
+
+
 @pytest.mark.parametrize(
     ("header", "token"),
     [

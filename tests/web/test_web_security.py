@@ -205,6 +205,7 @@ def test_no_token_and_no_cookie_appear_in_the_log(
     gateway.client(None).post("/api/login", json={"token": "aht_rejected-secret-value"})
     gateway.client("aht_another-rejected-value").get("/api/me")
     gateway.client(None, headers={"Authorization": "Bearer aht_in-a-header"}).get("/api/x")
+    gateway.client().get(f"/api/agents/{other}/status")  # pasted where an id goes
     log = gateway.log()
     assert "web.login" in log and "/api/agents/s1" in log  # the log is there
     assert gateway.token is not None
