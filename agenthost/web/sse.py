@@ -220,6 +220,8 @@ class Overview:
             if self._listeners == 0 and self._poller is not None:
                 self._poller.cancel()
                 self._poller = None
+                # what a next listener gets first must be fresh, not this old list
+                self.snapshot, self.version = None, 0
 
     async def wake(self) -> None:
         """Wake every listener (e.g. to see ``closing``)."""
