@@ -57,6 +57,13 @@ def stream(api: httpx.Client, agent: str, **kw: Any) -> Iterator[Iterator[SseEve
         yield sse_events(response)
 
 
+def echoed_head(api: httpx.Client, host: HostProc, agent: str, word: str) -> int:
+    """The head of the echo agent's stream once it echoed ``word`` (its last output)."""
+    with stream(api, agent, params={"tail": 4}) as events:
+        until(events, echoed(word))
+    return head(host)
+
+
 def events_after(api: httpx.Client, agent: str, count: int, **kw: Any) -> list[SseEvent]:
     with stream(api, agent, **kw) as events:
         return take(events, count)
@@ -69,7 +76,7 @@ def test_after_tail_and_last_event_id_start_where_they_say(
     api = gateway.client()
     for word in ("a", "b", "c", "d"):
         say(api, "e1", word)
-    last = wait_for(lambda: head(host) >= 8 and head(host), what="8 events")
+    last = echoed_head(api, host, "e1", "d")
     assert offsets(events_after(api, "e1", 3, params={"after": 2})) == [3, 4, 5]
     assert offsets(events_after(api, "e1", 2, params={"tail": 2})) == [last - 1, last]
     assert offsets(events_after(api, "e1", 2, params={"tail": 10_000})) == [1, 2]
@@ -101,7 +108,7 @@ def test_truncated_says_which_events_are_gone(gateway: Gateway, host_factory: Ho
     api = gateway.client()
     for word in ("a", "b", "c", "d", "e"):
         say(api, "e3", word)
-    last = wait_for(lambda: head(host) >= 10 and head(host), what="10 events")
+    last = echoed_head(api, host, "e3", "e")
     got = events_after(api, "e3", 2, params={"after": 1})
     assert got[0].event == "truncated" and got[0].id is None
     gap = got[0].json()
