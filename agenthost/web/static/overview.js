@@ -26,15 +26,18 @@ export function describe(item) {
   else if (daemon && typeof daemon.status === "string") state = daemon.status;
   else state = "unknown";
   const pending = agent && Number.isInteger(agent.pending_requests) ? agent.pending_requests : 0;
-  const times = [
-    agent && agent.started_at,
-    agent && agent.ended_at,
-    item.host && item.host.started_at,
-    daemon && daemon.updated_at,
-    daemon && daemon.ended_at,
-  ]
-    .map(when)
-    .filter(Number.isFinite);
+  // The newest moment known of the agent, and what happened then.
+  let last = { at: NaN, what: "" };
+  for (const [what, time] of [
+    ["started", agent?.started_at],
+    ["started", isObject(item.host) ? item.host.started_at : undefined],
+    ["active", daemon?.updated_at],
+    ["ended", agent?.ended_at],
+    ["ended", daemon?.ended_at],
+  ]) {
+    const at = when(time);
+    if (Number.isFinite(at) && !(at <= last.at)) last = { at, what };
+  }
   const spec = daemon && isObject(daemon.spec) ? daemon.spec : {};
   const text = (...values) => values.find((v) => typeof v === "string" && v) || "";
   return {
@@ -46,7 +49,7 @@ export function describe(item) {
     needsYou: state === "waiting" || pending > 0,
     pending,
     cost: agent ? agent.cost_usd : undefined,
-    last: times.length ? Math.max(...times) : NaN,
+    last,
     task: text(agent?.task, agent?.description, spec.task),
     backend: text(agent?.backend, spec.agent),
     project: text(agent?.project, spec.project),
@@ -71,7 +74,8 @@ export class AgentList {
     this.page = page;
     this.rows = null; // nothing received yet
     this.listeners = new Set();
-    // When the page saw each agent change: a later activity than the list's own times.
+    // When the page saw each agent change (state, pending requests, cost): an activity
+    // later than the list's own times, which say when an agent started or ended.
     this.seen = new Map();
     this.stream = null;
     this.timer = null;
@@ -148,7 +152,8 @@ export class AgentList {
       const before = this.seen.get(row.key);
       if (!before) this.seen.set(row.key, { sig, at: 0 });
       else if (before.sig !== sig) this.seen.set(row.key, { sig, at: now });
-      row.last = Math.max(row.last || 0, this.seen.get(row.key).at) || NaN;
+      const changed = this.seen.get(row.key).at;
+      if (changed && !(changed <= row.last.at)) row.last = { at: changed, what: "active" };
     }
     rows.sort((a, b) => Number(b.needsYou) - Number(a.needsYou) || a.key.localeCompare(b.key));
     this.rows = rows;
@@ -228,7 +233,9 @@ function card(row, now) {
         row.backend ? h("span", {}, row.backend) : null,
         row.project ? h("span", {}, row.project) : null,
         dollars(row.cost) ? h("span", { class: "cost" }, dollars(row.cost)) : null,
-        Number.isFinite(row.last) ? h("span", { class: "last" }, ago(row.last, now)) : null
+        Number.isFinite(row.last.at)
+          ? h("span", { class: "last" }, `${row.last.what} ${ago(row.last.at, now)}`)
+          : null
       ),
       row.error && row.state !== "idle" ? h("div", { class: "line3 error" }, row.error) : null
     )
