@@ -171,6 +171,12 @@ class RemoteError(NotConnected):
     names the remote and what failed."""
 
 
+class RemoteUnusable(RemoteError):
+    """A remote that will fail the same way on every attempt: ``agenthost`` is not
+    installed there (or too old), or ``ssh`` cannot be run here. Unlike a dropped
+    link, not worth retrying."""
+
+
 # --- the daemon ---------------------------------------------------------------------
 
 

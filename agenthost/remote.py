@@ -23,6 +23,7 @@ from agenthost.errors import (
     Forbidden,
     HostNotFound,
     RemoteError,
+    RemoteUnusable,
 )
 
 SSH_ENV: Final = "AGENTHOST_SSH"
@@ -171,18 +172,15 @@ def read_stderr(raw: bytes) -> RemoteStderr:
 def not_installed(remote: Remote, detail: str = "") -> RemoteError:
     """The error for a remote without ``agenthost`` (where $AGENTHOST_REMOTE_COMMAND
     points)."""
-    return RemoteError(
+    return RemoteUnusable(
         f"agenthost is not installed on {remote} (or not on its PATH; set {REMOTE_COMMAND_ENV})",
         hint=f"the remote said: {detail}" if detail else None,
     )
 
 
-_FOR_GOOD: Final = ("agenthost is not installed on ", "the agenthost on ", "cannot run ")
-
-
 def cannot_run(remote: Remote, program: str, why: str) -> RemoteError:
     """The error for an ssh program that cannot be started here."""
-    return RemoteError(
+    return RemoteUnusable(
         f"cannot run {program!r} to reach {remote}: {why}",
         hint=f"install OpenSSH's client, or set {SSH_ENV}",
     )
@@ -192,7 +190,7 @@ def for_good(error: AgentHostError) -> bool:
     """Whether ``error`` will be the same on another attempt: agenthost missing (or too
     old) on the remote, or ssh not runnable here; unlike a dropped link, not worth
     retrying."""
-    return isinstance(error, RemoteError) and error.message.startswith(_FOR_GOOD)
+    return isinstance(error, RemoteUnusable)
 
 
 def _ssh_hint(remote: Remote, text: str) -> str:
@@ -246,7 +244,7 @@ def exit_error(
     if status == FORBIDDEN_STATUS:
         return Forbidden(f"{remote}: {said.error}", hint=said.hint)
     if "No such command 'bridge'" in said.text:
-        return RemoteError(
+        return RemoteUnusable(
             f"the agenthost on {remote} has no `bridge` command",
             hint="upgrade agenthost there (--remote needs the same version on both sides)",
         )

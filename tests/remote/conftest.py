@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from sshtools import Sshd, start_sshd
 
 from hosttools import HostProc
+from sshtools import Sshd, start_sshd
 
 # Both this file and tests/conftest.py are imported as the module ``conftest``;
 # test modules do ``from conftest import HostFactory``, so the name must exist here

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshtools import Sshd
 
 from agenthost.client import Client
 from agenthost.daemon.client import DaemonClient
 
 from daemontools import DaemonWorld, daemon_world
 from hosttools import wait_for
+from sshtools import Sshd
 
 CLI = [sys.executable, "-m", "agenthost"]
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sshtools import Sshd, bridges
 
 from agenthost.client import AsyncClient, Client
 from agenthost.daemon.client import DaemonClient
@@ -25,6 +24,7 @@ from agenthost.protocol import StreamEvent
 
 from conftest import HostFactory
 from hosttools import pid_gone, wait_for, wait_until
+from sshtools import Sshd, bridges
 
 CLI = [sys.executable, "-m", "agenthost"]
 
