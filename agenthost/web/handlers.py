@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -17,8 +17,11 @@ from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound
 from agenthost.protocol import AgentState
 from agenthost.web.gateway import Gateway, read_body
-from agenthost.web.payloads import bad_request, fields, json_object, query_int
+from agenthost.web.payloads import HttpError, bad_request, fields, json_object, query_int
 from agenthost.web.tokens import TokenRecord
+
+if TYPE_CHECKING:
+    from agenthost.daemon.protocol import SpawnSpec
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -147,17 +150,18 @@ SPAWN_FIELDS: dict[str, type | tuple[type, ...]] = {
 
 async def spawn(gw: Gateway, request: Request, _: TokenRecord) -> Response:
     """POST /api/agents: start an agent through the daemon, as ``agenthost run`` (the
-    daemon is started if none runs). Body: ``agent_id`` and the SpawnSpec fields;
-    ``restart`` is ``"never"``, ``"on-failure"`` or the policy object."""
-    from agenthost.agents import AdapterOptions, make_adapter
-    from agenthost.daemon.client import DaemonClient, ensure_daemon
+    daemon is started if none runs). Body: ``agent_id``, the SpawnSpec fields
+    (``restart`` is ``"never"``, ``"on-failure"`` or the policy object), and
+    ``machine`` (one of the gateway's ``--remote`` values) for an agent there."""
     from agenthost.daemon.protocol import SpawnSpec
-    from agenthost.paths import check_socket_path, socket_path
 
-    body = fields(json_object(await read_body(request)), {"agent_id": str}, SPAWN_FIELDS)
-    key = gw.agents.key(body["agent_id"])  # a valid id (404 otherwise, as in a URL)
-    if key.machine is not None:
-        raise bad_request("spawn on a remote machine is not supported")
+    body = fields(
+        json_object(await read_body(request)), {"agent_id": str}, {**SPAWN_FIELDS, "machine": str}
+    )
+    machine = body.pop("machine", None)
+    if machine is not None and machine not in gw.agents.machines:
+        raise HttpError(404, "not_found", f"no remote machine {machine!r} in this gateway")
+    gw.agents.key(body["agent_id"])  # a valid id (404 otherwise, as in a URL)
     restart = body.get("restart")
     if isinstance(restart, str):
         if restart not in ("never", "on-failure"):
@@ -168,19 +172,47 @@ async def spawn(gw: Gateway, request: Request, _: TokenRecord) -> Response:
         raise bad_request('field "cwd" must be an absolute path')
     try:
         spec = SpawnSpec.model_validate(body)
-        check_socket_path(socket_path(gw.home, spec.agent_id))
-        options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
-        make_adapter(spec.agent, options).build_command(spec.command)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise bad_request(f"field {where!r}: {first['msg']}") from None
+    check_spec(gw, spec, local=machine is None)
+    answer = await (spawn_local(gw, spec) if machine is None else spawn_remote(spec, machine))
+    answer["key"] = spec.agent_id if machine is None else f"{spec.agent_id}@{machine}"
+    answer["machine"] = machine
+    return JSONResponse(answer, status_code=201)
+
+
+def check_spec(gw: Gateway, spec: SpawnSpec, *, local: bool) -> None:
+    """HttpError 400 for what would fail to start: the adapter's options and command,
+    and (here) a socket path too long."""
+    from agenthost.agents import AdapterOptions, make_adapter
+    from agenthost.paths import check_socket_path, socket_path
+
+    try:
+        if local:
+            check_socket_path(socket_path(gw.home, spec.agent_id))
+        options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
+        make_adapter(spec.agent, options).build_command(spec.command)
     except AgentHostError as exc:
         raise bad_request(exc.message) from None
+
+
+async def spawn_local(gw: Gateway, spec: SpawnSpec) -> Json:
+    """Spawn through this home's daemon, started first if none runs."""
+    from agenthost.daemon.client import DaemonClient, ensure_daemon
+
     daemon_started = await asyncio.to_thread(ensure_daemon, gw.home)
     async with DaemonClient(gw.home) as daemon:
-        result = await daemon.spawn(spec)
-    answer = {"ok": True, **dump(result)}
+        answer = {"ok": True, **dump(await daemon.spawn(spec))}
     if daemon_started:
         answer["daemon_started"] = daemon_started
-    return JSONResponse(answer, status_code=201)
+    return answer
+
+
+async def spawn_remote(spec: SpawnSpec, machine: str) -> Json:
+    """Spawn through the daemon of ``machine`` (over ssh; started there if none runs)."""
+    from agenthost.daemon.client import DaemonClient
+
+    async with DaemonClient(remote=machine, autostart=True) as daemon:
+        return {"ok": True, **dump(await daemon.spawn(spec))}

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import pytest
 from webtools import Gateway, GatewayFactory, HostFactory, offsets, sse_events, until
 
+from daemontools import daemon_world
 from hosttools import HostProc, kill_tree, start_host, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
@@ -110,3 +111,25 @@ def test_an_unreachable_machine_lists_nothing_and_its_agents_are_502(
     answer = api.get(path("r1@127.0.0.1:1"))
     assert answer.status_code == 502 and answer.json()["code"] == "host_gone"
     assert "127.0.0.1:1" in answer.json()["error"]
+
+
+def test_spawn_on_a_remote_machine_through_its_daemon(
+    sshd: Sshd, far_home: Path, gateway_factory: GatewayFactory
+) -> None:
+    with daemon_world(far_home) as world:
+        world.start_daemon()
+        gw = gateway_factory("--remote", sshd.remote, env=sshd.env(far_home))
+        api = gw.client()
+        spec = {"agent_id": "far1", "machine": sshd.remote, "agent": "demo", "task": "over ssh"}
+        answer = api.post("/api/agents", json=spec)
+        assert answer.status_code == 201, answer.text
+        body = answer.json()
+        key = f"far1@{sshd.remote}"
+        assert body["key"] == key and body["machine"] == sshd.remote
+        assert body["socket_path"] == str(far_home / "hosts" / "far1.sock")
+        status = api.get(path(key))
+        assert status.status_code == 200 and status.json()["agent"]["task"] == "over ssh"
+        unknown = api.post("/api/agents", json={**spec, "machine": "other.example"})
+        assert unknown.status_code == 404
+        stopped = api.post(path(key, "/stop"), json={"force": True})
+        assert stopped.status_code == 200
