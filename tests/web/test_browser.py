@@ -547,3 +547,31 @@ def test_the_page_holds_one_stream_at_a_time(
         assert page.evaluate("window.__streams.most") == 1
     finally:
         page.context.close()
+
+
+def test_earlier_messages_come_from_the_history(
+    page: Page, gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("a1")
+    log_in(page, gateway.token)
+    open_agent(page, "a1")
+    send(page, "the very first words")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("the very first words")
+    send(page, "/flood 300")  # ~600 events: more than the page asks for when it opens
+    expect(page.locator(".entry.role-assistant").last).to_have_text(re.compile("flood 300/300"))
+    page.reload()
+    expect(page.locator(".entry.result")).to_have_count(1)  # the flood's end, not the first
+    expect(page.locator(".entry.role-user", has_text="the very first words")).to_have_count(0)
+    page.locator("#earlier").click()
+    expect(page.locator(".entry.role-user", has_text="the very first words")).to_have_count(1)
+    expect(page.locator("#earlier")).to_be_hidden()  # the history has nothing older
+    # each entry once, in order, and exactly the history's chat entries
+    assert_unique_increasing(page)
+    history = json.loads(agenthost(home, "history", "a1", "--json"))
+    chat = page.locator("#log .msg, #log .tool-call, #log .tool-result")
+    shown = chat.evaluate_all("ns => ns.map(n => Number(n.dataset.offset))")
+    assert shown == [entry["offset"] for entry in history["entries"]]
+    # and the conversation goes on below
+    send(page, "and now")
+    expect(page.locator(".entry.role-assistant").last).to_contain_text("and now")
+    assert_unique_increasing(page)

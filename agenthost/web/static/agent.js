@@ -8,6 +8,8 @@ import { dollars, h, replace } from "./dom.js";
 
 /** Events the page asks for when it opens an agent (older ones stay in history). */
 const TAIL = 500;
+/** Chat entries one tap on "Earlier messages" adds at most. */
+const EARLIER = 200;
 
 /** The view of agent `key`; returns the view (close() stops its stream). */
 export function showAgent(page, key) {
@@ -53,6 +55,13 @@ export function showAgent(page, key) {
     )
   );
 
+  // The stream starts with the last events: the history has what came before.
+  let noneEarlier = false;
+  const earlier = h(
+    "button",
+    { type: "button", class: "quiet earlier", id: "earlier", hidden: true, onclick: showEarlier },
+    "Earlier messages"
+  );
   const conversation = new Conversation(key, {
     canRespond: page.can("respond"),
     respond: (id, choice) => {
@@ -65,6 +74,9 @@ export function showAgent(page, key) {
       page.agentsChanged(); // the top bar's count may change with it
     },
     onResult: () => refreshStatus(),
+    onAdd: () => {
+      if (!noneEarlier) earlier.hidden = conversation.firstOffset() <= 1;
+    },
     backend: () => backend,
   });
 
@@ -90,6 +102,7 @@ export function showAgent(page, key) {
       ),
       task
     ),
+    earlier,
     ...conversation.elements(),
     h(
       "div",
@@ -203,6 +216,26 @@ export function showAgent(page, key) {
       showNotice(`Not stopped: ${err.message}`);
     } finally {
       stopButton.disabled = false;
+    }
+  }
+
+  async function showEarlier() {
+    earlier.disabled = true;
+    const shown = conversation.log.querySelectorAll(".msg, .tool-call, .tool-result").length;
+    const limit = shown + EARLIER;
+    try {
+      const history = await api("GET", agentPath(key, `/history?limit=${limit}`));
+      const entries = history && Array.isArray(history.entries) ? history.entries : [];
+      conversation.prepend(entries);
+      // Fewer than asked for: the history has nothing older.
+      if (entries.length < limit) {
+        noneEarlier = true;
+        earlier.hidden = true;
+      }
+    } catch (err) {
+      showNotice(`No earlier messages: ${err.message}`);
+    } finally {
+      earlier.disabled = false;
     }
   }
 

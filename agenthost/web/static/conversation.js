@@ -66,8 +66,9 @@ const OUTCOME = { allow: "allowed", deny: "denied", cancelled: "withdrawn" };
 
 /**
  * The conversation of one agent. `hooks`: canRespond (bool), respond(id, choice) (a
- * promise: POST .../respond), onState(state), onResult(), and backend() (which
- * events are the conversation: a plain program's output is).
+ * promise: POST .../respond), onState(state), onResult(), onAdd() (an entry was
+ * added below), and backend() (which events are the conversation: a plain program's
+ * output is).
  */
 export class Conversation {
   constructor(key, hooks) {
@@ -194,6 +195,37 @@ export class Conversation {
 
   // ---- entries --------------------------------------------------------------------
 
+  /** The offset of the oldest entry shown; 0 when none is. */
+  firstOffset() {
+    const first = this.log.querySelector("[data-offset]");
+    return first ? Number(first.dataset.offset) : 0;
+  }
+
+  /**
+   * Put the chat entries of the agent's history (oldest first, each with its offset)
+   * that are older than the oldest one shown above it, where the reader stays; how
+   * many there were.
+   */
+  prepend(entries) {
+    const first = this.firstOffset();
+    const older = entries.filter(
+      (e) => e && typeof e === "object" && Number.isInteger(e.offset) && e.offset < first
+    );
+    const bottomClock = this.lastClock;
+    this.lastClock = "";
+    const nodes = [];
+    for (const e of older) {
+      const node = this.chatEntry(e.offset, { chat_entry: e }, nodes[nodes.length - 1]);
+      if (node) nodes.push(node);
+    }
+    this.lastClock = bottomClock;
+    const el = document.scrollingElement;
+    const height = el.scrollHeight;
+    this.log.prepend(...nodes);
+    el.scrollTop += el.scrollHeight - height;
+    return older.length;
+  }
+
   add(node) {
     const el = document.scrollingElement;
     if (!this.scrollQueued) {
@@ -204,6 +236,7 @@ export class Conversation {
       this.log.firstElementChild.remove();
       this.trimmed.hidden = false;
     }
+    this.hooks.onAdd();
     // Whoever reads the newest entries keeps seeing them; whoever scrolled up stays.
     if (this.follow && !this.scrollQueued) {
       this.scrollQueued = true;
@@ -231,7 +264,7 @@ export class Conversation {
     return h("li", { class: `entry ${kind}`, dataset: { offset } }, ...children, this.stamp(time));
   }
 
-  chatEntry(offset, event) {
+  chatEntry(offset, event, above = this.log.lastElementChild) {
     const e = event.chat_entry;
     if (!e || typeof e !== "object") return null;
     const time = e.timestamp || event.timestamp;
@@ -239,9 +272,8 @@ export class Conversation {
       const failed = e.is_error === true;
       const label = `${str(e.tool_name) || "tool"} ${failed ? "failed" : "result"}`;
       // Right under its call, a result is drawn as the call's second half.
-      const above = this.log.lastElementChild;
       const joined =
-        above !== null &&
+        Boolean(above) &&
         above.matches(".tool-call") &&
         typeof e.tool_use_id === "string" &&
         above.dataset.toolUseId === e.tool_use_id;
