@@ -166,12 +166,8 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
     async def main() -> None:
         gw.closing = asyncio.Event()
 
-        def on_exit() -> None:
-            gw.closing.set()
-            if gw.overview is not None:
-                asyncio.ensure_future(gw.overview.wake())
-
-        server = GatewayServer(config, on_exit)
+        # open streams see it at once (an agent's) or within a second (the overview's)
+        server = GatewayServer(config, gw.closing.set)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         ready = asyncio.create_task(server.ready.wait())
         await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)

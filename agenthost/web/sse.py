@@ -222,8 +222,3 @@ class Overview:
                 self._poller = None
                 # what a next listener gets first must be fresh, not this old list
                 self.snapshot, self.version = None, 0
-
-    async def wake(self) -> None:
-        """Wake every listener (e.g. to see ``closing``)."""
-        async with self._changed:
-            self._changed.notify_all()
