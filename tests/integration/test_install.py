@@ -14,6 +14,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -88,9 +89,42 @@ def test_make_install_puts_a_compiled_working_command_on_path(tmp_path: Path) ->
                 assert [e["content"] for e in history["entries"]] == ["run the tests"]
         helper = json.loads(agenthost("status", "helper", "--json").stdout)
         assert helper["agent"]["backend"] == "demo"
+        assert_installed_gateway_serves_the_page(user_env)
     finally:
         agenthost("stop", "helper")
         stop_daemon(home)
+
+
+def assert_installed_gateway_serves_the_page(env: dict[str, str]) -> None:
+    """The page's static files ship in the package: the installed `agenthost web`
+    serves them (and its API answers the token it printed)."""
+    gateway = subprocess.Popen(
+        ["agenthost", "web", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert gateway.stdout is not None
+        lines = [gateway.stdout.readline(), gateway.stdout.readline()]
+        assert lines[0].startswith("token admin: "), lines
+        token = lines[0].split(": ", 1)[1].strip()
+        url = next(line.split()[-1] for line in lines if line.startswith("listening on "))
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert page.status == 200 and b"<html" in page.read().lower()
+        with urllib.request.urlopen(url + "static/app.js", timeout=10) as script:
+            assert script.status == 200
+        ask = urllib.request.Request(
+            url + "api/agents", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(ask, timeout=10) as listing:
+            assert "helper" in {item["agent_id"] for item in json.load(listing)}
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=30)
+        if gateway.stdout is not None:
+            gateway.stdout.close()
 
 
 def readme_commands() -> list[list[str]]:
