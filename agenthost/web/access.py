@@ -12,6 +12,7 @@ import hmac
 import ipaddress
 import re
 import secrets
+from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
@@ -194,3 +195,39 @@ def _is_ip(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+class FailureLimit:
+    """Failed authentications (an unknown token, at login or as Bearer) per client
+    address: past ``limit`` in ``window`` seconds, that address is refused until the
+    oldest of them is ``window`` old. Loopback addresses are never limited (the
+    machine's own users share them; locally, the threat is not a guesser). At most
+    ``clients`` addresses are remembered (the oldest are forgotten first)."""
+
+    def __init__(self, limit: int = 20, window: float = 60.0, clients: int = 10_000) -> None:
+        self.limit = limit
+        self.window = window
+        self.clients = clients
+        self._failures: dict[str, deque[float]] = {}
+
+    def blocked(self, who: str | None, now: float) -> bool:
+        """Whether ``who`` is refused now."""
+        times = self._failures.get(who or "")
+        if times is None:
+            return False
+        while times and now - times[0] >= self.window:
+            times.popleft()
+        if not times:
+            del self._failures[who or ""]
+            return False
+        return len(times) >= self.limit
+
+    def failed(self, who: str | None, now: float) -> None:
+        """Count a failure of ``who``."""
+        if who is None or is_loopback(who):
+            return
+        times = self._failures.pop(who, None) or deque(maxlen=self.limit)
+        times.append(now)
+        self._failures[who] = times  # the most recent last: the oldest go first
+        while len(self._failures) > self.clients:
+            del self._failures[next(iter(self._failures))]

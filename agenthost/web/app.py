@@ -56,7 +56,7 @@ async def login(gw: Gateway, request: Request) -> Response:
     """POST /api/login {"token"}: a session cookie for the token."""
     check_origin(gw, request)
     body = fields(json_object(await read_body(request)), {"token": str})
-    record = verify(gw, body["token"])
+    record = verify(gw, request, body["token"])
     if record is None:
         log.info("web.login_refused", client=_peer(request.scope))
         raise HttpError(401, "unauthorized", "unknown token")

@@ -39,6 +39,8 @@ class Gateway:
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the gateway shuts down: open streams end."""
     overview: Overview | None = None
+    failures: access.FailureLimit = field(default_factory=access.FailureLimit)
+    """Unknown tokens per client address (a guesser is refused for a while)."""
 
     def __post_init__(self) -> None:
         if self.overview is None:
@@ -64,17 +66,26 @@ def store_errors() -> Iterator[None]:
         ) from None
 
 
-def verify(gw: Gateway, token: str) -> TokenRecord | None:
-    """The record of ``token``, or None (see :func:`store_errors`)."""
+def verify(gw: Gateway, request: Request, token: str) -> TokenRecord | None:
+    """The record of ``token``, or None (counted as a failure of the request's client:
+    see :class:`~agenthost.web.access.FailureLimit`); HttpError 429 for a client with
+    too many failures, 500 for a store that cannot be trusted."""
+    who = request.client.host if request.client else None
+    now = time.monotonic()
+    if gw.failures.blocked(who, now):
+        raise HttpError(429, "too_many_failures", "too many unknown tokens: wait a minute")
     with store_errors():
-        return gw.store.verify(token)
+        record = gw.store.verify(token)
+    if record is None:
+        gw.failures.failed(who, now)
+    return record
 
 
 def authenticate(gw: Gateway, request: Request) -> TokenRecord | None:
     """The token behind a request (a Bearer token, else the session cookie), or None."""
     token = access.bearer_token(request.headers.get("authorization"))
     if token is not None:
-        return verify(gw, token)
+        return verify(gw, request, token)
     cookie = request.cookies.get(COOKIE_NAME)
     if cookie:
         session = access.read_session(gw.secret, cookie, time.time())

@@ -8,6 +8,7 @@ import os
 import stat
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agenthost.errors import (
@@ -23,6 +24,9 @@ from agenthost.errors import (
 )
 from agenthost.web import access
 from agenthost.web.access import Session
+from agenthost.web.agents import Agents
+from agenthost.web.app import make_app
+from agenthost.web.gateway import Gateway
 from agenthost.web.payloads import (
     HttpError,
     fields,
@@ -287,3 +291,45 @@ def test_listen_addresses_and_the_loopback_rule() -> None:
     assert refusal is not None and "--insecure-listen" in refusal
     assert url(Options(home, "::1", 1), 8765) == "http://[::1]:8765/"
     assert url(Options(home, "0.0.0.0", 1, tls_cert=home), 443) == "https://0.0.0.0:443/"
+
+
+def test_the_failure_limit() -> None:
+    limit = access.FailureLimit(limit=3, window=10.0, clients=2)
+    for t in (0.0, 1.0, 2.0):
+        assert not limit.blocked("10.0.0.1", t)
+        limit.failed("10.0.0.1", t)
+    assert limit.blocked("10.0.0.1", 2.5) and limit.blocked("10.0.0.1", 9.9)
+    assert not limit.blocked("10.0.0.1", 10.0)  # the oldest failure is a window old
+    assert not limit.blocked("10.0.0.2", 2.5)
+    for who in ("127.0.0.1", "::1", None):  # never counted
+        for _ in range(5):
+            limit.failed(who, 3.0)
+        assert not limit.blocked(who, 3.0)
+    for who in ("a", "b", "c"):  # at most 2 remembered: "a" is forgotten
+        for _ in range(3):
+            limit.failed(who, 20.0)
+    assert not limit.blocked("a", 20.0)
+    assert limit.blocked("b", 20.0) and limit.blocked("c", 20.0)
+
+
+@pytest.mark.asyncio
+async def test_a_guesser_is_refused_for_a_while_and_nobody_else(home: Path) -> None:
+    store = TokenStore(home)
+    token = store.add("admin", ["admin"])
+    gw = Gateway(agents=Agents(home), store=store, secret=load_secret(home))
+    app = make_app(gw)
+
+    def client(address: str) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=app, client=(address, 40000))
+        return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+
+    async with client("198.51.100.7") as guesser, client("198.51.100.8") as other:
+        for i in range(gw.failures.limit):
+            bad = {"Authorization": f"Bearer aht_guess{i}"}
+            assert (await guesser.get("/api/me", headers=bad)).status_code == 401
+        good = {"Authorization": f"Bearer {token}"}
+        refused = await guesser.get("/api/me", headers=good)
+        assert refused.status_code == 429 and refused.json()["code"] == "too_many_failures"
+        login = await guesser.post("/api/login", json={"token": token})
+        assert login.status_code == 429
+        assert (await other.get("/api/me", headers=good)).status_code == 200
