@@ -244,6 +244,10 @@ def test_a_non_loopback_listen_without_tls_is_refused(home: Path) -> None:
     assert not (home / "web").exists()  # refused before anything was created
     assert run_web(home, "--listen", "nonsense").returncode == 2
     assert run_web(home, "--tls-cert", __file__).returncode == 2  # a key is needed too
+    for remote in ("", "user@", "host:port", "-oProxyCommand=x", "a b"):
+        done = run_web(home, "--listen", "127.0.0.1:0", "--remote", remote)
+        assert done.returncode == 2, (remote, done.stderr)
+    assert not (home / "web").exists()
 
 
 def test_insecure_listen_lets_it_listen_beyond_loopback(gateway_factory: GatewayFactory) -> None:
