@@ -49,6 +49,13 @@ if TYPE_CHECKING:
     help="A host name the browser may use to reach the gateway, besides IP addresses "
     "and localhost (repeatable).",
 )
+@click.option(
+    "--public-url",
+    metavar="URL",
+    help="Where browsers reach the gateway through a proxy in front (e.g. "
+    "https://agents.example.org): its origin is accepted as the gateway's own, its host "
+    "name too, and https makes the cookie Secure.",
+)
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True)
 @home_option
 @click.pass_context
@@ -61,6 +68,7 @@ def web(
     insecure_listen: bool,
     remotes: tuple[str, ...],
     allowed_hosts: tuple[str, ...],
+    public_url: str | None,
     log_level: str,
     home: Path | None,
 ) -> None:
@@ -75,7 +83,13 @@ def web(
     from agenthost.log import configure_logging
     from agenthost.paths import resolve_home
     from agenthost.remote import parse_remote
-    from agenthost.web.server import Options, loopback_or_tls, parse_listen, serve
+    from agenthost.web.server import (
+        Options,
+        loopback_or_tls,
+        parse_listen,
+        public_origin,
+        serve,
+    )
     from agenthost.web.tokens import TokenStore
 
     if (tls_cert is None) != (tls_key is None):
@@ -84,6 +98,7 @@ def web(
         host, port = parse_listen(listen)
         for remote in remotes:
             parse_remote(remote)
+        public_origin(public_url)
     except ConfigError as exc:
         raise click.UsageError(exc.message) from None
     root = resolve_home(home)
@@ -95,6 +110,7 @@ def web(
         tls_key=Path(tls_key) if tls_key else None,
         remotes=remotes,
         allowed_hosts=allowed_hosts,
+        public_url=public_url,
     )
     refusal = loopback_or_tls(options)
     if refusal and not insecure_listen:

@@ -158,24 +158,41 @@ def host_allowed(host: str | None, allowed: Collection[str]) -> bool:
     return name in {a.lower().rstrip(".") for a in allowed}
 
 
-def origin_allowed(origin: str | None, host: str, scheme: str) -> bool:
+Origin: TypeAlias = tuple[str, str, int]
+"""An origin as compared: scheme, host name, port."""
+
+
+def parse_origin(text: str) -> Origin | None:
+    """``scheme://host[:port]`` (an ``Origin`` header, or a public URL without a path
+    beyond ``/``) as an :data:`Origin`; None if it is not one."""
+    scheme, sep, rest = text.strip().lower().partition("://")
+    rest = rest.removesuffix("/")
+    if not sep or scheme not in ("http", "https") or "/" in rest or "@" in rest:
+        return None
+    parts = split_host(rest)
+    if parts is None:
+        return None
+    return scheme, parts[0], parts[1] or (443 if scheme == "https" else 80)
+
+
+def origin_allowed(
+    origin: str | None, host: str, scheme: str, also: Collection[Origin] = ()
+) -> bool:
     """Whether a request with this ``Origin`` header may change state: no header (not
-    a browser's cross-site request), or exactly this gateway's own origin
-    (``scheme://host`` as the request addressed it). ``null`` never is."""
+    a browser's cross-site request), exactly this gateway's own origin
+    (``scheme://host`` as the request addressed it), or one of ``also`` (the public
+    origin of a proxy in front). ``null`` never is."""
     if origin is None:
         return True
-    mine = split_host(host)
-    if mine is None:
-        return False
-    default = 443 if scheme == "https" else 80
-    want = (scheme, mine[0], mine[1] or default)
-    got_scheme, sep, rest = origin.strip().lower().partition("://")
-    if not sep or "/" in rest:
-        return False
-    theirs = split_host(rest)
+    theirs = parse_origin(origin)
     if theirs is None:
         return False
-    return (got_scheme, theirs[0], theirs[1] or (443 if got_scheme == "https" else 80)) == want
+    mine = split_host(host)
+    if mine is not None:
+        port = mine[1] or (443 if scheme == "https" else 80)
+        if theirs == (scheme, mine[0], port):
+            return True
+    return theirs in also
 
 
 def is_loopback(host: str) -> bool:

@@ -68,7 +68,7 @@ async def login(gw: Gateway, request: Request) -> Response:
         access.sign_session(gw.secret, session),
         max_age=SESSION_SECONDS,
         path="/",
-        secure=gw.tls,
+        secure=gw.secure_cookies,
         httponly=True,
         samesite="strict",
     )
@@ -79,7 +79,9 @@ async def logout(gw: Gateway, request: Request) -> Response:
     """POST /api/logout: the cookie is removed."""
     check_origin(gw, request)
     response = Response(status_code=204)
-    response.delete_cookie(COOKIE_NAME, path="/", secure=gw.tls, httponly=True, samesite="strict")
+    response.delete_cookie(
+        COOKIE_NAME, path="/", secure=gw.secure_cookies, httponly=True, samesite="strict"
+    )
     return response
 
 

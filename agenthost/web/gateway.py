@@ -36,6 +36,9 @@ class Gateway:
     tls: bool = False
     allowed_hosts: frozenset[str] = frozenset()
     """Host names accepted besides IP addresses and localhost (see access.host_allowed)."""
+    public_origin: access.Origin | None = None
+    """The origin browsers see when a proxy is in front (``--public-url``): accepted as
+    the gateway's own; cookies are Secure when it is https."""
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the gateway shuts down: open streams end."""
     overview: Overview | None = None
@@ -49,6 +52,11 @@ class Gateway:
     @property
     def home(self) -> Path:
         return self.agents.home
+
+    @property
+    def secure_cookies(self) -> bool:
+        """Whether browsers reach the gateway over https only (its own TLS, or a proxy's)."""
+        return self.tls or (self.public_origin is not None and self.public_origin[0] == "https")
 
 
 # --- authentication ----------------------------------------------------------------------
@@ -125,7 +133,8 @@ def check_origin(gw: Gateway, request: Request) -> None:
     """HttpError 403 for a state-changing request from another origin."""
     host = request.headers.get("host", "")
     scheme = "https" if gw.tls else "http"
-    if not access.origin_allowed(request.headers.get("origin"), host, scheme):
+    also = () if gw.public_origin is None else (gw.public_origin,)
+    if not access.origin_allowed(request.headers.get("origin"), host, scheme, also):
         raise HttpError(403, "bad_origin", "requests from another origin are refused")
 
 

@@ -43,6 +43,9 @@ class Options:
     tls_key: Path | None = None
     remotes: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    public_url: str | None = None
+    """Where browsers reach the gateway through a proxy in front, e.g.
+    ``https://agents.example.org``."""
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -139,13 +142,28 @@ def gateway(options: Options) -> Gateway:
     allowed = {options.host, *options.allowed_hosts}
     if options.host in ("0.0.0.0", "::", ""):
         allowed |= {socket.gethostname(), socket.getfqdn()}
+    public = public_origin(options.public_url)
+    if public is not None:
+        allowed.add(public[1])
     return Gateway(
         agents=Agents(options.home, options.remotes),
         store=TokenStore(options.home),
         secret=load_secret(options.home),
         tls=options.tls_cert is not None,
         allowed_hosts=frozenset(a for a in allowed if a),
+        public_origin=public,
     )
+
+
+def public_origin(url: str | None) -> access.Origin | None:
+    """The origin of ``--public-url``; ConfigError for one that is not
+    ``http(s)://HOST[:PORT][/]``."""
+    if url is None:
+        return None
+    origin = access.parse_origin(url)
+    if origin is None:
+        raise ConfigError(f"--public-url wants https://HOST[:PORT] (no path), not {url!r}")
+    return origin
 
 
 def url(options: Options, port: int) -> str:

@@ -153,6 +153,20 @@ def test_origin_allowed(origin: str | None, host: str, scheme: str, ok: bool) ->
     assert access.origin_allowed(origin, host, scheme) is ok
 
 
+def test_a_proxys_public_origin_is_allowed_too() -> None:
+    public = access.parse_origin("https://Agents.Example/")
+    assert public == ("https", "agents.example", 443)
+    also = [public]
+    assert access.origin_allowed("https://agents.example", "127.0.0.1:8765", "http", also)
+    assert access.origin_allowed("https://agents.example:443", "agents.example", "http", also)
+    for other in ["http://agents.example", "https://agents.example:8443", "null",
+                  "https://evil.example", "https://agents.example.evil"]:  # fmt: skip
+        assert not access.origin_allowed(other, "127.0.0.1:8765", "http", also), other
+    for bad in ["agents.example", "ftp://x", "https://", "https://a/b", "https://u@a",
+                "https://a:0", ""]:  # fmt: skip
+        assert access.parse_origin(bad) is None, bad
+
+
 @pytest.mark.parametrize(
     ("host", "loopback"),
     [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True),

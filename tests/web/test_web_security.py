@@ -323,3 +323,25 @@ def test_a_token_store_spoiled_while_running_lets_nobody_in(gateway: Gateway) ->
     assert api.get("/api/me").status_code == 500
     os.chmod(store, 0o600)
     assert api.get("/api/me").status_code == 200
+
+
+def test_behind_a_tls_proxy_its_public_origin_is_the_gateways_own(
+    gateway_factory: GatewayFactory, host_factory: HostFactory
+) -> None:
+    host_factory("s1")
+    gw = gateway_factory("--public-url", "https://agents.example")
+    # what a TLS proxy in front passes on: the public Host and Origin, over plain http
+    proxied = {"Host": "agents.example", "Origin": "https://agents.example"}
+    browser = gw.client(None, headers=proxied)
+    login = browser.post("/api/login", json={"token": gw.token})
+    assert login.status_code == 204, login.text
+    assert "secure" in {f.strip().lower() for f in login.headers["set-cookie"].split(";")}
+    cookie = {"agenthost_session": login.cookies["agenthost_session"]}
+    sent = gw.client(None, headers=proxied, cookies=cookie).post(
+        "/api/agents/s1/send", json={"input": "through the proxy"}
+    )
+    assert sent.status_code == 200, sent.text
+    other = gw.client(headers={"Host": "agents.example", "Origin": "https://evil.example"})
+    assert other.post("/api/agents/s1/send", json={"input": "x"}).status_code == 403
+    bad = run_web(gw.home, "--listen", "127.0.0.1:0", "--public-url", "agents.example/x")
+    assert bad.returncode == 2
