@@ -48,6 +48,8 @@ SANS_IO = (
     "agenthost.agents.acp",
     "agenthost.agents.acpupdates",
     "agenthost.remote",
+    "agenthost.web.access",
+    "agenthost.web.payloads",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

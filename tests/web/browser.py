@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from e2e.clis import unavailable
+
 from webtools import Gateway
 
 if TYPE_CHECKING:

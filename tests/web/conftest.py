@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from webtools import Gateway, GatewayFactory, start_gateway
 
 from hosttools import HostProc
+from webtools import Gateway, GatewayFactory, start_gateway
 
 # Both this file and tests/conftest.py are imported as the module ``conftest`` (see
 # tests/reliability/conftest.py): test modules elsewhere do

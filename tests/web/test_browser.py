@@ -25,9 +25,9 @@ from browser import (
     shown_offsets,
     start_again,
 )
-from webtools import Gateway
 
 from hosttools import HostProc, kill_tree, lines_agent
+from webtools import Gateway
 
 try:
     from playwright.sync_api import Browser, Locator, Page, expect

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from browser import chromium, log_in, new_page, shown_offsets
+
 from webtools import Gateway
 
 try:

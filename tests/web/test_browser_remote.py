@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from browser import chromium, log_in, new_page, open_agent
-from webtools import Gateway
 
 from hosttools import HostProc, kill_tree, start_host
+from webtools import Gateway
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
 from sshtools import Sshd, start_sshd  # noqa: E402

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from webtools import Gateway, GatewayFactory, HostFactory, sse_events, until
-
 from agenthost.web.app import STATIC
 
 from hosttools import wait_for
+from webtools import Gateway, GatewayFactory, HostFactory, sse_events, until
 
 
 def test_first_start_prints_an_admin_token_and_me_names_it(gateway: Gateway) -> None:

@@ -8,9 +8,9 @@ import socket
 from typing import Any
 
 import pytest
-from webtools import Gateway, HostFactory
 
 from hosttools import DEADLINE
+from webtools import Gateway, HostFactory
 
 AGENT_POSTS = ["send", "interrupt", "respond", "stop"]
 AGENT_GETS = ["", "/history", "/pending", "/events"]

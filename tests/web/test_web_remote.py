@@ -12,10 +12,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from webtools import Gateway, GatewayFactory, HostFactory, offsets, sse_events, until
 
 from daemontools import daemon_world
 from hosttools import HostProc, kill_tree, start_host, wait_for
+from webtools import Gateway, GatewayFactory, HostFactory, offsets, sse_events, until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
 from sshtools import Sshd, start_sshd  # noqa: E402

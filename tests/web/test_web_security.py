@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webtools import Gateway, GatewayFactory, HostFactory
 
 from hosttools import DEADLINE, PY
+from webtools import Gateway, GatewayFactory, HostFactory
 
 GETS = ["/api/me", "/api/agents", "/api/agents/s1", "/api/agents/s1/history",
         "/api/agents/s1/pending", "/api/agents/s1/events", "/api/events"]  # fmt: skip

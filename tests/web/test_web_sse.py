@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, take, until
 
 from agenthost.client import AsyncClient
 from agenthost.web.payloads import PING
 from agenthost.web.sse import Watch, agent_stream, start_offset
 
 from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for, wait_until
+from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, take, until
 
 ECHO = lines_agent(
     "import sys\n"
