@@ -11,6 +11,7 @@ import pytest
 
 from forkhosts import ExecdFactory
 from hosttools import HostProc, kill_tree, start_host
+from sshtools import Sshd, start_sshd
 
 
 @pytest.fixture
@@ -24,6 +25,13 @@ def home() -> Iterator[Path]:
 
 
 HostFactory = Callable[..., HostProc]
+
+
+@pytest.fixture(scope="session")
+def sshd() -> Iterator[Sshd]:
+    """One OpenSSH server on 127.0.0.1 for the session, this machine as the remote
+    (tests/sshtools.py; skipped, or failed in CI, without openssh-server)."""
+    yield from start_sshd()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from e2e.clis import unavailable
 
+from hosttools import HostProc
 from webtools import Gateway
 
 if TYPE_CHECKING:
@@ -108,6 +109,19 @@ def new_page(
     return page
 
 
+@contextmanager
+def checked_page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
+    """A :func:`new_page` that fails the test, at its end, if the page's scripts threw
+    or the Content-Security-Policy refused something; its context closed after."""
+    errors: list[str] = []
+    page = new_page(browser, gateway, errors=errors)
+    try:
+        yield page
+        assert not errors, f"the page threw or was refused something: {errors}"
+    finally:
+        page.context.close()
+
+
 def log_in(page: Page, token: str) -> None:
     """Log in on the page's form and wait for the overview."""
     from playwright.sync_api import expect
@@ -123,6 +137,16 @@ def open_agent(page: Page, key: str) -> None:
 
     page.locator(f'.agent[data-key="{key}"] a').click()
     expect(page.locator("#log")).to_be_attached()
+
+
+def start_and_open(
+    page: Page, gateway: Gateway, host_factory: Callable[..., HostProc], agent_id: str = "a1"
+) -> HostProc:
+    """Start a demo host, log in and open its conversation; return the host."""
+    host = host_factory(agent_id)
+    log_in(page, gateway.token)
+    open_agent(page, agent_id)
+    return host
 
 
 def shown_offsets(page: Page) -> list[int]:

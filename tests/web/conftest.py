@@ -18,11 +18,16 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from browser import checked_page, chromium
 from hosttools import HostProc
 from webtools import Gateway, GatewayFactory, start_gateway
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 # Both this file and tests/conftest.py are imported as the module ``conftest`` (see
 # tests/reliability/conftest.py): test modules elsewhere do
@@ -53,3 +58,19 @@ def gateway_factory(home: Path) -> Iterator[GatewayFactory]:
 def gateway(gateway_factory: GatewayFactory) -> Gateway:
     """One gateway on the test's home (see the module docstring)."""
     return gateway_factory()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, for one test module (tests/web/browser.py; skipped,
+    or failed in CI, without chromium or Playwright)."""
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
+    """A fresh page on ``gateway`` (no cookie yet); the test fails if the page's scripts
+    threw or the Content-Security-Policy refused something."""
+    with checked_page(browser, gateway) as p:
+        yield p

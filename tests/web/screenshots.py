@@ -21,9 +21,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # tests/web and tests, as under pytest
 
-from browser import DESKTOP, PHONE, agenthost, chromium, log_in, new_page, open_agent  # noqa: E402
 from playwright.sync_api import Page, expect  # noqa: E402
 
+from browser import DESKTOP, PHONE, agenthost, chromium, log_in, new_page, open_agent  # noqa: E402
 from hosttools import HostProc, kill_tree, start_host  # noqa: E402
 from webtools import start_gateway  # noqa: E402
 

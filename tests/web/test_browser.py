@@ -10,22 +10,22 @@ from __future__ import annotations
 import json
 import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from browser import (
     DESKTOP,
     PHONE,
     agenthost,
-    chromium,
     log_in,
     new_page,
     open_agent,
     shown_offsets,
     start_again,
+    start_and_open,
 )
-
 from hosttools import HostProc, kill_tree, lines_agent
 from webtools import Gateway
 
@@ -36,23 +36,6 @@ except ImportError:  # the browser fixture skips the tests (fails them in CI)
 
 HostFactory = Callable[..., object]
 GatewayFactory = Callable[..., Gateway]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
-    errors: list[str] = []
-    p = new_page(browser, gateway, errors=errors)
-    try:
-        yield p
-        assert not errors, f"the page threw or was refused something: {errors}"
-    finally:
-        p.context.close()
 
 
 def agent_card(page: Page, key: str) -> Locator:
@@ -147,9 +130,7 @@ def test_agents_appear_without_a_reload(
 def test_a_message_gets_its_answer_with_the_tool_call(
     page: Page, gateway: Gateway, host_factory: HostFactory
 ) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     assert page.url.endswith("#/agent/a1")
     send(page, "hello there")
     expect(page.locator(".entry.role-user").last).to_contain_text("hello there")
@@ -171,9 +152,7 @@ def test_a_message_gets_its_answer_with_the_tool_call(
 def test_agent_text_is_shown_as_text_never_as_markup(
     page: Page, gateway: Gateway, host_factory: HostFactory
 ) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     hostile = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>&amp; \u202e'
     send(page, hostile)
     expect(page.locator(".entry.role-user .text").last).to_have_text(hostile)
@@ -185,9 +164,7 @@ def test_agent_text_is_shown_as_text_never_as_markup(
 def test_allow_a_permission_request(
     page: Page, gateway: Gateway, host_factory: HostFactory
 ) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     send(page, "/ask")
     card = page.locator(".entry.permission").last
     expect(card).to_contain_text("touch demo-was-here")
@@ -208,9 +185,7 @@ def test_allow_a_permission_request(
 
 
 def test_deny_a_permission_request(page: Page, gateway: Gateway, host_factory: HostFactory) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     send(page, "/ask")
     card = page.locator(".entry.permission").last
     card.locator("button.deny").click()
@@ -244,9 +219,7 @@ def test_the_page_comes_back_after_the_gateway_dies(
     host_factory: HostFactory,
     home: Path,
 ) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     send(page, "before the loss")
     expect(page.locator(".entry.role-assistant").last).to_contain_text("before the loss")
     before = assert_unique_increasing(page)
@@ -309,9 +282,7 @@ def test_a_read_token_cannot_act_and_a_revoked_one_goes_back_to_login(
 
 
 def test_stop_asks_first(page: Page, gateway: Gateway, host_factory: HostFactory) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     page.locator("#stop").click()
     expect(page.locator("#stop-confirm")).to_be_visible()
     page.locator("#stop-no").click()
@@ -366,9 +337,7 @@ def test_nothing_scrolls_sideways(
 def test_interrupt_ends_a_long_turn(
     page: Page, gateway: Gateway, host_factory: HostFactory
 ) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     send(page, "/sleep 600")
     expect(page.locator("#agent-state")).to_have_text("running")
     page.locator("#interrupt").click()
@@ -420,9 +389,7 @@ def test_a_flood_is_shown_whole_and_once_up_to_the_last_entries(
     page: Page, gateway: Gateway, host_factory: HostFactory
 ) -> None:
     count = 1500  # more entries than the page keeps on screen (1000)
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     send(page, f"/flood {count}")
     expect(page.locator(".entry.role-assistant").last).to_have_text(
         re.compile(f"flood {count}/{count}"), timeout=60000
@@ -450,9 +417,7 @@ def test_a_link_to_an_agent_opens_it_after_logging_in(
 def test_a_refused_message_says_why_and_stays_in_the_box(
     page: Page, gateway: Gateway, host_factory: HostFactory
 ) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     big = "y" * (300 * 1024)  # over the gateway's 256 KiB limit of a request body
     page.locator("#input").fill(big)
     page.locator("#send").click()
@@ -464,9 +429,7 @@ def test_a_refused_message_says_why_and_stays_in_the_box(
 def test_the_conversation_goes_on_through_a_host_restart(
     page: Page, gateway: Gateway, host_factory: Callable[..., HostProc], home: Path
 ) -> None:
-    host = host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    host = start_and_open(page, gateway, host_factory)
     send(page, "before the crash")
     expect(page.locator(".entry.role-assistant").last).to_contain_text("before the crash")
     kill_tree(host.proc)  # SIGKILL: the journal is all that is left
@@ -552,9 +515,7 @@ def test_the_page_holds_one_stream_at_a_time(
 def test_earlier_messages_come_from_the_history(
     page: Page, gateway: Gateway, host_factory: HostFactory, home: Path
 ) -> None:
-    host_factory("a1")
-    log_in(page, gateway.token)
-    open_agent(page, "a1")
+    start_and_open(page, gateway, host_factory)
     send(page, "the very first words")
     expect(page.locator(".entry.role-assistant").last).to_contain_text("the very first words")
     send(page, "/flood 300")  # ~600 events: more than the page asks for when it opens

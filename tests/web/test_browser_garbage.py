@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from browser import chromium, log_in, new_page, shown_offsets
-
+from browser import log_in, shown_offsets
 from webtools import Gateway
 
 try:
-    from playwright.sync_api import Browser, Page, Route, expect
+    from playwright.sync_api import Page, Route, expect
 except ImportError:  # the browser fixture skips the tests (fails them in CI)
     pass
 
@@ -105,23 +103,6 @@ PENDING = [None, "x", {"a": 1}, {"request_id": 5}, {"request_id": "r<1>", "tool_
 SHOWN = [1, 5, 6, 9, 10, 11, 14, 15, 20, 21]
 """The offsets that carry something to show: 5's offset is its SSE id (a user entry
 without content); 7 is not an entry; 8 is of an unknown type; 12 and 13 say nothing."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
-    errors: list[str] = []
-    p = new_page(browser, gateway, errors=errors)
-    try:
-        yield p
-        assert not errors, f"the page threw: {errors}"
-    finally:
-        p.context.close()
 
 
 def fulfil(body: str | Callable[[Route], str], content_type: str = "application/json"):  # type: ignore[no-untyped-def]

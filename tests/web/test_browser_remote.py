@@ -1,5 +1,5 @@
 """The page with an agent on another machine: ``agenthost web --remote`` through a real
-OpenSSH server on 127.0.0.1 (tests/remote/sshtools.py; the "remote" machine is this
+OpenSSH server on 127.0.0.1 (tests/sshtools.py; the "remote" machine is this
 one with a home of its own). The overview names the machine; the agent's key
 (``ID@HOST:PORT``) survives the hash route and the API paths; a message gets its
 answer over ssh; a permission request is answered from the page."""
@@ -8,35 +8,21 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from browser import chromium, log_in, new_page, open_agent
 
+from browser import checked_page, log_in, open_agent
 from hosttools import HostProc, kill_tree, start_host
+from sshtools import Sshd
 from webtools import Gateway
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
-from sshtools import Sshd, start_sshd  # noqa: E402
 
 try:
     from playwright.sync_api import Browser, Page, expect
 except ImportError:  # the browser fixture skips the tests (fails them in CI)
     pass
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[Sshd]:
-    yield from start_sshd()
 
 
 @pytest.fixture
@@ -62,14 +48,9 @@ def page(
     host_factory("l1")
     gateway = gateway_factory("--remote", sshd.remote, env=sshd.env(far_home))
     assert gateway.token
-    errors: list[str] = []
-    p = new_page(browser, gateway, errors=errors)
-    try:
+    with checked_page(browser, gateway) as p:
         log_in(p, gateway.token)
         yield p
-        assert not errors, f"the page threw: {errors}"
-    finally:
-        p.context.close()
 
 
 def test_a_remote_agent_is_shown_with_its_machine_and_answers(page: Page, sshd: Sshd) -> None:

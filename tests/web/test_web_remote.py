@@ -1,11 +1,10 @@
 """``agenthost web --remote``: the agents of another machine, through a real OpenSSH
-server on 127.0.0.1 (tests/remote/sshtools.py), next to the local ones. The "remote"
+server on 127.0.0.1 (tests/sshtools.py), next to the local ones. The "remote"
 machine is this one with a home of its own."""
 
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,15 +14,8 @@ import pytest
 
 from daemontools import daemon_world
 from hosttools import HostProc, kill_tree, start_host, wait_for
+from sshtools import Sshd
 from webtools import Gateway, GatewayFactory, HostFactory, offsets, sse_events, until
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
-from sshtools import Sshd, start_sshd  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[Sshd]:
-    yield from start_sshd()
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""A real OpenSSH server for the remote tests: Debian's ``/usr/sbin/sshd`` on 127.0.0.1,
-a free port, a generated host key and client key, as the current user.
+"""A real OpenSSH server for the remote tests (tests/remote, tests/web): Debian's
+``/usr/sbin/sshd`` on 127.0.0.1, a free port, a generated host key and client key, as
+the current user. tests/conftest.py makes one for the session (the ``sshd`` fixture).
 
 The "remote" machine is this one: its ``agenthost`` is this checkout's (the venv's
 script) and its home is the test's home, given through ``AGENTHOST_REMOTE_COMMAND``.
@@ -20,11 +21,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from e2e.clis import unavailable
 
 from hosttools import wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from clis import unavailable  # noqa: E402
 
 SSHD = "/usr/sbin/sshd"
 AGENTHOST = str(Path(sys.executable).with_name("agenthost"))
