@@ -9,7 +9,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,20 +78,29 @@ class Bridge:
                 stream.close()
 
 
+OpenBridge = Callable[[str], Bridge]
+
+
 @pytest.fixture
-def bridges() -> Iterator[list[Bridge]]:
+def open_bridge(home: Path) -> Iterator[OpenBridge]:
+    """``open_bridge(ARG)`` runs ``agenthost bridge ARG`` on ``home``; each is killed at
+    teardown."""
     started: list[Bridge] = []
-    yield started
+
+    def start(arg: str) -> Bridge:
+        started.append(Bridge(home, arg))
+        return started[-1]
+
+    yield start
     for bridge in started:
         bridge.kill()
 
 
 def test_garbage_in_gets_the_hosts_errors(
-    home: Path, host_factory: HostFactory, bridges: list[Bridge]
+    home: Path, host_factory: HostFactory, open_bridge: OpenBridge
 ) -> None:
     host_factory("g1")
-    bridge = Bridge(home, "g1")
-    bridges.append(bridge)
+    bridge = open_bridge("g1")
     bridge.write(b'garbage\n\xff\xfe\x00not utf-8\n[1, 2]\n{"type": 7}\n')
     codes = [bridge.line().get("code") for _ in range(4)]
     assert codes == ["bad_request"] * 4
@@ -103,11 +112,10 @@ def test_garbage_in_gets_the_hosts_errors(
 
 
 def test_stdin_end_ends_an_attached_bridge(
-    home: Path, host_factory: HostFactory, bridges: list[Bridge]
+    home: Path, host_factory: HostFactory, open_bridge: OpenBridge
 ) -> None:
     host = host_factory("g2")
-    bridge = Bridge(home, "g2")
-    bridges.append(bridge)
+    bridge = open_bridge("g2")
     bridge.write(b'{"type": "host.attach", "id": "a", "payload": {"offset": 0}}\n')
     assert bridge.until("response", "host.attach")["success"] is True
     assert bridge.line()["kind"] == "event"  # the replay flows
@@ -117,11 +125,10 @@ def test_stdin_end_ends_an_attached_bridge(
 
 
 def test_the_hosts_end_ends_the_bridge(
-    home: Path, host_factory: HostFactory, bridges: list[Bridge]
+    home: Path, host_factory: HostFactory, open_bridge: OpenBridge
 ) -> None:
     host_factory("g3")
-    bridge = Bridge(home, "g3")
-    bridges.append(bridge)
+    bridge = open_bridge("g3")
     bridge.write(b'{"type": "host.attach", "id": "a"}\n')
     bridge.until("response", "host.attach")
     bridge.write(b'{"type": "host.stop", "id": "s", "payload": {"force": true}}\n')
@@ -129,18 +136,16 @@ def test_the_hosts_end_ends_the_bridge(
     assert bridge.wait() == 0  # the host exited and closed the connection
 
 
-def test_no_host_is_exit_3_and_nothing_on_stdout(home: Path, bridges: list[Bridge]) -> None:
-    bridge = Bridge(home, "nobody")
-    bridges.append(bridge)
+def test_no_host_is_exit_3_and_nothing_on_stdout(home: Path, open_bridge: OpenBridge) -> None:
+    bridge = open_bridge("nobody")
     assert bridge.wait() == 3
     assert bridge.proc.stdout is not None and bridge.proc.stdout.read() == b""
     assert bridge.proc.stderr is not None
     assert b"agenthost: error: no host is running for agent 'nobody'" in bridge.proc.stderr.read()
 
 
-def test_no_daemon_is_exit_3(home: Path, bridges: list[Bridge]) -> None:
-    bridge = Bridge(home, "--daemon")
-    bridges.append(bridge)
+def test_no_daemon_is_exit_3(home: Path, open_bridge: OpenBridge) -> None:
+    bridge = open_bridge("--daemon")
     assert bridge.wait() == 3
     assert bridge.proc.stderr is not None
     assert b"no daemon answers on" in bridge.proc.stderr.read()
@@ -163,7 +168,7 @@ def test_usage_errors(home: Path, args: list[str]) -> None:
 
 
 def test_pipelined_requests_do_not_jam_the_bridge(
-    home: Path, host_factory: HostFactory, bridges: list[Bridge]
+    home: Path, host_factory: HostFactory, open_bridge: OpenBridge
 ) -> None:
     # more requests than the pipes and the socket hold, written before any answer is
     # read: the host pauses reading until its answers drain, so a bridge that waited on
@@ -171,8 +176,7 @@ def test_pipelined_requests_do_not_jam_the_bridge(
     import threading
 
     host_factory("g4")
-    bridge = Bridge(home, "g4")
-    bridges.append(bridge)
+    bridge = open_bridge("g4")
     count = 20000
     lines = b"".join(b'{"type": "host.ping", "id": "p%d"}\n' % i for i in range(count))
     writer = threading.Thread(target=bridge.write, args=(lines,), daemon=True)
