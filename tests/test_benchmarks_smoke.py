@@ -193,3 +193,20 @@ def test_the_acp_bridge_benchmark_reports_its_figures() -> None:
     assert figures["live_updates"]["p50"] == 20
     for key in ("start_cpu_ms", "load_us_per_update", "live_us_per_update", "pss_mib_after_load"):
         assert _positive(figures[key]["p50"]), (key, figures[key])
+
+
+def test_the_web_sse_benchmark_reports_its_figures() -> None:
+    script = ROOT / "benchmarks" / "web_sse.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--sizes", "1,3", "--flood", "5"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=150,  # a hang guard, not a speed assertion
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
+    rows = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert [row["streams"] for row in rows] == [1, 3]
+    # every stream got the same events (the run fails otherwise): the flood and its turn
+    assert rows[0]["events_per_stream"] == rows[1]["events_per_stream"] > 5
+    for row in rows:
+        assert _positive(row["gateway_pss_mib"]) and _positive(row["gateway_pss_after_mib"])
