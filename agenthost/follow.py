@@ -90,6 +90,17 @@ OnAttached: TypeAlias = Callable[[Attached], "None | Awaitable[None]"]
 StartOffset: TypeAlias = Callable[[Any], Awaitable[int]]
 
 
+def from_tail(events: int) -> StartOffset:
+    """A ``start`` for :class:`Follow`: ``events`` events before the stream's newest
+    (0: only what comes next), read from the host once connected."""
+
+    async def start(client: Any) -> int:
+        head: int = (await client.history(1)).offset
+        return max(0, head - events)
+
+    return start
+
+
 class _Attachment(Protocol):
     @property
     def response(self) -> AttachResponse: ...
@@ -390,6 +401,7 @@ __all__ = [
     "Position",
     "SyncFollow",
     "default_policy",
+    "from_tail",
     "retry_for",
     "while_host_lives",
     "while_link_fails",

@@ -34,7 +34,7 @@ from agenthost.acp.effects import (
 from agenthost.agents import structured_output
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, NotConnected, UnknownRequest
-from agenthost.follow import Attached, Backoff, Follow, Gap, Lost
+from agenthost.follow import Attached, Backoff, Follow, Gap, Lost, from_tail
 from agenthost.remote import Remote
 
 log = structlog.get_logger("agenthost.acp")
@@ -191,7 +191,7 @@ class EditorBridge:
         follow = Follow(
             client,
             start.after,
-            start=_head if start.from_head else None,
+            start=from_tail(0) if start.from_head else None,  # a session/new starts there
             keep_trying=self._keep_trying,
             on_attached=lambda attached: self._attached(follow, attached),
             backoff=RETRY,
@@ -239,11 +239,6 @@ class EditorBridge:
         if lost.failures <= 1:
             log.warning("acp.host_lost", error=str(lost.error))
         return True  # the host may come back (a restart, the daemon): resume then
-
-
-async def _head(client: Any) -> int:
-    """The stream's last offset (a session/new starts there)."""
-    return int((await client.history(1)).offset)
 
 
 # --- stdio --------------------------------------------------------------------------

@@ -30,7 +30,15 @@ from agenthost.cli.common import Exit
 from agenthost.cli.render import EventRenderer, Style, fit, render_end
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound, NotConnected
-from agenthost.follow import Attached, Backoff, Follow, Gap, Lost, while_link_fails
+from agenthost.follow import (
+    Attached,
+    Backoff,
+    Follow,
+    Gap,
+    Lost,
+    from_tail,
+    while_link_fails,
+)
 from agenthost.protocol import (
     FINAL_STATES,
     AgentInfo,
@@ -245,8 +253,7 @@ class AttachSession:
 
     async def _first_offset(self, client: AsyncClient) -> int:
         if self.start.last is not None:
-            head = (await client.history(1)).offset
-            return max(0, head - self.start.last)
+            return await from_tail(self.start.last)(client)
         return self.start.offset or 0
 
     def _summary(self, status: StatusResponse, response: AttachResponse) -> None:

@@ -12,7 +12,7 @@ import structlog
 
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError
-from agenthost.follow import Backoff, Follow, Gap, Lost
+from agenthost.follow import Backoff, Follow, Gap, Lost, from_tail
 from agenthost.web.payloads import PING, sse_event, sse_named
 
 log = structlog.get_logger("agenthost.web")
@@ -33,8 +33,7 @@ def start_offset(after: int | None, tail: int | None) -> Callable[[Any], Awaitab
         if after is not None:
             return after
         if tail is not None:
-            head = (await client.history(1)).offset
-            return max(0, head - tail)
+            return await from_tail(tail)(client)
         return 0
 
     return start
