@@ -349,6 +349,8 @@ class AsyncClient(ServiceClient[StreamEvent]):
         message: str | None = None,
         updated_input: dict[str, Any] | None = None,
         option_id: str | None = None,
+        actor: str | None = None,
+        remember: Literal["session"] | None = None,
     ) -> RespondResponse:
         """Answer a pending permission request (protocol 1.1).
 
@@ -356,6 +358,9 @@ class AsyncClient(ServiceClient[StreamEvent]):
         replaces the tool's input; ``message`` is the reason the agent is told (deny);
         ``option_id`` (protocol 1.2) picks one of the request's ``options`` (e.g. an ACP
         agent's "allow always"), of a kind that agrees with ``behavior``.
+        ``actor`` (1.3) says who answers, for the record (``client`` when absent);
+        ``remember="session"`` (1.3, allow only) allows the same tool (and exact
+        command) for the rest of the session without asking.
         Return a RespondResponse (``request_id``, ``behavior``). Raise UnknownRequest if
         it is not pending (answered, withdrawn), InvalidPayload for a bad argument,
         UnknownType from a 1.0 host.
@@ -367,6 +372,10 @@ class AsyncClient(ServiceClient[StreamEvent]):
             payload["updated_input"] = updated_input
         if option_id is not None:
             payload["option_id"] = option_id
+        if actor is not None:
+            payload["actor"] = actor
+        if remember is not None:
+            payload["remember"] = remember
         return await self._typed(RespondResponse, MessageType.RESPOND, payload=payload)
 
     def follow(
@@ -708,6 +717,8 @@ class Client:
         message: str | None = None,
         updated_input: dict[str, Any] | None = None,
         option_id: str | None = None,
+        actor: str | None = None,
+        remember: Literal["session"] | None = None,
     ) -> RespondResponse:
         return self._run(
             self._async.respond(
@@ -716,6 +727,8 @@ class Client:
                 message=message,
                 updated_input=updated_input,
                 option_id=option_id,
+                actor=actor,
+                remember=remember,
             )
         )
 

@@ -159,6 +159,17 @@ class UnknownRequest(AgentHostError):
     code = ErrorCode.UNKNOWN_REQUEST
 
 
+class LinkRefused(Forbidden):
+    """An approval link that is not honoured; ``why`` says which check failed:
+    ``malformed``, ``forged``, ``expired``, ``used`` (followed before), ``answered``
+    (the request was answered another way first) or ``gone`` (the agent or its request
+    is no longer there)."""
+
+    def __init__(self, message: str, *, why: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.why = why
+
+
 class InternalError(AgentHostError):
     """A bug or an unexpected condition in the host."""
 

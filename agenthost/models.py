@@ -71,7 +71,9 @@ class HistoryEntry(OpenModel):
     """One chat history entry: a user message, assistant text, a tool call or result."""
 
     role: str
-    """``user``, ``assistant`` or ``tool``."""
+    """``user``, ``assistant``, ``tool``, or (1.3) ``permission``: a permission
+    request's decision (``content`` says who decided and why; the additive field
+    ``decision`` has the ``permission_response`` event's decision)."""
     content: str | None = None
     tool_name: str | None = None
     tool_input: str | None = None
@@ -94,6 +96,9 @@ class HistoryEntry(OpenModel):
 
 
 def _entry_text(entry: HistoryEntry) -> str:
+    if entry.role == "permission":  # (1.3) a decision: who allowed what, and why
+        what = f" ({entry.tool_input})" if entry.tool_input else ""
+        return f"permission {entry.tool_name or 'tool'}{what}: {entry.content or ''}"
     if entry.tool_result is not None:
         what = "error" if entry.is_error else "result"
         who = " ".join(part for part in (entry.role, entry.tool_name, what) if part)
@@ -166,6 +171,13 @@ class PermissionDecision(OpenModel):
     request_id: str
     behavior: str
     message: str | None = None
+    actor: str | None = None
+    """(1.3) Who decided: ``policy``, ``timeout``, ``host`` (the agent exited), or the
+    answering client's ``actor`` (``terminal``, ``web:<token>``, ``link``...)."""
+    reason: str | None = None
+    """(1.3) Why, in words (the rule that matched, the time limit, a person)."""
+    remember: str | None = None
+    """(1.3) ``session`` when the answer also allowed the same for the session."""
 
 
 class HostInfo(OpenModel):
@@ -385,6 +397,12 @@ class RespondRequest(PeerModel):
     option_id: StrictStr | None = Field(default=None, min_length=1, max_length=200)
     """(1.2) One of the request's ``options``, whose kind agrees with ``behavior``
     (``allow_*`` with allow); without it the agent's "once" answer is chosen."""
+    actor: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+    """(1.3) Who answers, for the record: ``terminal``, ``cli``, ``web:<token name>``,
+    ``link``, ``acp``... (``client`` when absent)."""
+    remember: Literal["session"] | None = None
+    """(1.3) ``session``: allow this tool (and this exact command, if it has one) for
+    the rest of the agent's session without asking (allow only)."""
 
 
 class InterruptResponse(OpenModel):

@@ -50,6 +50,8 @@ SANS_IO = (
     "agenthost.remote",
     "agenthost.web.access",
     "agenthost.web.payloads",
+    "agenthost.config",
+    "agenthost.attention.links",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
@@ -111,6 +113,14 @@ def rules() -> Iterator[Rule]:
             "host, the daemon's server side, nor the CLI",
             "agenthost.web",
             forbidden,
+            True,
+        )
+    for service in ("host", "daemon", "web", "cli"):
+        yield Rule(
+            "attention's decisions and senders are used by the host, the daemon and the "
+            "gateway: they import none of them",
+            "agenthost.attention",
+            f"agenthost.{service}",
             True,
         )
     for service in ("host", "daemon", "client", "cli", "follow"):

@@ -91,6 +91,10 @@ class PermissionDecided:
     request_id: str
     behavior: str
     message: str | None = None
+    actor: str | None = None
+    """Who decided (see :class:`agenthost.models.PermissionDecision`)."""
+    reason: str | None = None
+    remember: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

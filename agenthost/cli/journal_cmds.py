@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,16 +24,15 @@ from agenthost.cli.common import (
     run_there,
 )
 
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
 
 def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``12h``, ``7d`` -> seconds."""
-    match = _DURATION_RE.match(text.strip())
-    if match is None:
-        raise click.BadParameter(f"{text!r} is not a duration like 90s, 15m, 12h or 7d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    from agenthost.config import parse_duration as seconds
+
+    try:
+        return seconds(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()
@@ -109,6 +107,10 @@ def _markdown(entry: dict[str, Any]) -> str:
         return f"## User · {when}\n\n{entry.get('content', '')}\n\n"
     if role == "assistant":
         return f"**Assistant** · {when}\n\n{entry.get('content', '')}\n\n"
+    if role == "permission":
+        what = f" `{entry.get('tool_input')}`" if entry.get("tool_input") else ""
+        tool = entry.get("tool_name", "tool")
+        return f"> **Permission** {tool}{what}: {entry.get('content', '')}\n\n"
     if "tool_result" in entry:
         mark = " (error)" if entry.get("is_error") else ""
         fence = "~~~~"

@@ -91,6 +91,10 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
             return style.dim("✻ " + text)
         aborted = extra.get("aborted") is True
         return style.dim(text + " (interrupted)") if aborted else text
+    if entry.role == "permission":  # the record of a decision, beside the tool call
+        allowed = (entry.model_extra or {}).get("decision", {}).get("behavior") == "allow"
+        text = f"  ⚖ {entry.tool_name or 'tool'}: {entry.content or ''}"
+        return style.green(text) if allowed else style.yellow(text)
     if entry.tool_result is not None:
         text = fold(entry.tool_result or "(no output)", width=width)
         mark = "  ⎿ "

@@ -492,7 +492,7 @@ class Host:
         )
         # questions the agent asked die with it
         events: list[AdapterEvent] = [
-            PermissionDecided(request_id, "cancelled", "the agent exited")
+            PermissionDecided(request_id, "cancelled", "the agent exited", actor="host")
             for request_id in list(self.stream.pending)
         ]
         # A requested stop that the agent obeyed (its SIGTERM, SIGINT, exit 0) is a clean
@@ -725,7 +725,17 @@ class Host:
             ask, allow, answer.message, answer.updated_input, answer.option_id
         )
         self.process.write(data)
-        self.stream.publish([PermissionDecided(ask.request_id, answer.behavior, answer.message)])
+        self.stream.publish(
+            [
+                PermissionDecided(
+                    ask.request_id,
+                    answer.behavior,
+                    answer.message,
+                    actor=answer.actor or "client",
+                    remember=answer.remember,
+                )
+            ]
+        )
         return RespondResponse(request_id=ask.request_id, behavior=answer.behavior)
 
     async def _stop_reply(self, _conn: Connection, payload: StopRequest, request: Request) -> bytes:

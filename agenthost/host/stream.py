@@ -195,12 +195,17 @@ class AgentStream:
     def _with_consequences(self, events: list[AdapterEvent]) -> Iterator[AdapterEvent]:
         # Lazy on purpose: what follows an event depends on the state it left behind.
         for ev in events:
+            if type(ev) is PermissionDecided:
+                asked = self.pending.get(ev.request_id)
+                yield ev
+                if asked is not None:  # the audit trail: history and export show it
+                    yield Chat(decision_entry(asked[1], ev))
+                if not self.pending and self.state is AgentState.WAITING:
+                    yield StateChange(AgentState.RUNNING)
+                continue
             yield ev
             if type(ev) is PermissionAsk:
                 yield StateChange(AgentState.WAITING)
-            elif type(ev) is PermissionDecided:
-                if not self.pending and self.state is AgentState.WAITING:
-                    yield StateChange(AgentState.RUNNING)
 
     def _encode(self, ev: AdapterEvent, offset: int, timestamp: str) -> bytes | None:
         """Bytes of one event, applying its effect on state, info, history, pending.
@@ -264,10 +269,13 @@ class AgentStream:
         if type(ev) is PermissionDecided:
             if self.pending.pop(ev.request_id, None) is None:
                 return None
-            decision: dict[str, Any] = {"request_id": ev.request_id, "behavior": ev.behavior}
-            if ev.message is not None:
-                decision["message"] = ev.message
-            log.info("permission.decided", request_id=ev.request_id, behavior=ev.behavior)
+            decision = decision_fields(ev)
+            log.info(
+                "permission.decided",
+                request_id=ev.request_id,
+                behavior=ev.behavior,
+                actor=decision["actor"],
+            )
             return encoder.event(
                 EventType.PERMISSION_RESPONSE, offset, timestamp, {"decision": decision}
             )
@@ -341,6 +349,43 @@ class AgentStream:
         from agenthost.models import PermissionRequest
 
         return [PermissionRequest.model_validate(r) for _, r in self.pending.values()]
+
+
+def decision_fields(ev: PermissionDecided) -> dict[str, Any]:
+    """The ``decision`` of a ``permission_response`` event: who decided what, and why
+    (an adapter's withdrawal is the agent's)."""
+    decision: dict[str, Any] = {"request_id": ev.request_id, "behavior": ev.behavior}
+    if ev.message is not None:
+        decision["message"] = ev.message
+    decision["actor"] = ev.actor or ("agent" if ev.behavior == "cancelled" else "client")
+    if ev.reason is not None:
+        decision["reason"] = ev.reason
+    if ev.remember is not None:
+        decision["remember"] = ev.remember
+    return decision
+
+
+_DONE: Final = {"allow": "allowed", "deny": "denied", "cancelled": "cancelled"}
+
+
+def decision_entry(request: dict[str, Any], ev: PermissionDecided) -> dict[str, Any]:
+    """The chat entry (role ``permission``) that records a decision in the history:
+    ``allowed by policy: <reason>`` with the tool, its input and the decision."""
+    decision = decision_fields(ev)
+    why = ev.reason or ev.message
+    content = f"{_DONE.get(ev.behavior, ev.behavior)} by {decision['actor']}"
+    if ev.remember == "session":
+        content += " (and for the rest of the session)"
+    entry: dict[str, Any] = {
+        "role": "permission",
+        "content": f"{content}: {why}" if why else content,
+        "tool_name": request.get("tool_name"),
+        "tool_input": request.get("tool_input"),
+        "decision": decision,
+    }
+    if request.get("tool_use_id") is not None:
+        entry["tool_use_id"] = request["tool_use_id"]
+    return entry
 
 
 def _no_calls(call: ClientCall) -> None:

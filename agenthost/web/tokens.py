@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import secrets
 import time
 from collections.abc import Iterable
@@ -20,6 +19,8 @@ from typing import Any, Final
 
 from agenthost.errors import ConfigError
 from agenthost.paths import ensure_private_dir
+from agenthost.secretfile import load_secret as load_private_secret
+from agenthost.secretfile import write_private
 from agenthost.web.access import (
     SCOPES,
     check_token_name,
@@ -168,7 +169,7 @@ class TokenStore:
                 for r in sorted(records.values(), key=lambda r: r.name)
             ],
         }
-        _write_private(self.path, (json.dumps(data, indent=1) + "\n").encode())
+        write_private(self.path, (json.dumps(data, indent=1) + "\n").encode())
         self._stamp = None  # read back on the next use (and seen by other processes)
 
 
@@ -191,34 +192,6 @@ def _parse(data: Any, path: Path) -> dict[str, TokenRecord]:
     return out
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file renamed), mode 0600."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc
-
-
 def load_secret(home: Path) -> bytes:
     """The session secret of ``home`` (created on first use: 32 random bytes, 0600)."""
-    path = web_dir(home) / "secret"
-    try:
-        value = path.read_bytes().strip()
-        if len(value) >= 32:
-            return value
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
-    ensure_private_dir(path.parent)
-    value = secrets.token_hex(32).encode()
-    _write_private(path, value + b"\n")
-    return value
+    return load_private_secret(web_dir(home) / "secret")

@@ -122,7 +122,9 @@ def test_a_permission_answered_by_a_second_client_after_the_first_detached(
         events = events_until(second, is_result)
     assert events[-1]["result"]["stop_reason"] == stop_reason
     decided = [e["decision"] for e in events if e["type"] == "permission_response"]
-    assert decided == [{"request_id": request["request_id"], "behavior": behavior}]
+    assert decided == [
+        {"request_id": request["request_id"], "behavior": behavior, "actor": "client"}
+    ]
     host.wait_state("idle")
     tools = [e for e in history(host) if e["role"] == "tool"]
     starts = [e for e in tools if "tool_result" not in e]

@@ -44,10 +44,20 @@ def test_permission_request_allowed(host_factory: HostFactory) -> None:
         assert answer["success"] and answer["payload"]["behavior"] == "allow"
         events = events_until(conn, is_state("idle"))
     decision = [e for e in events if e["type"] == "permission_response"]
-    assert decision[0]["decision"] == {"request_id": request["request_id"], "behavior": "allow"}
+    assert decision[0]["decision"] == {
+        "request_id": request["request_id"],
+        "behavior": "allow",
+        "actor": "client",  # (1.3) no actor given
+    }
+    # the audit trail: the decision is a history entry right after it
+    audit = [e["chat_entry"] for e in events if e.get("chat_entry", {}).get("role") == "permission"]
+    assert audit[0]["decision"] == decision[0]["decision"]
+    assert audit[0]["content"] == "allowed by client"
+    assert audit[0]["tool_name"] == request["tool_name"]
     states = [e["state"] for e in events if e["type"] == "state"]
     assert states == ["running", "idle"]
     results = [e["chat_entry"] for e in events if e["type"] == "chat_entry"]
+    results = [r for r in results if r["role"] != "permission"]
     assert results[0]["tool_result"] == "(demo) ran: touch demo-was-here"
     assert host.agent()["pending_requests"] == 0
 
@@ -158,6 +168,7 @@ def test_pending_requests_are_cancelled_when_the_agent_exits(host_factory: HostF
         "request_id": req["request"]["request_id"],
         "behavior": "cancelled",
         "message": "the agent exited",
+        "actor": "host",
     }
 
 

@@ -1,0 +1,410 @@
+"""The home's configuration file, ``<home>/config.toml``: models, parsing, loading.
+
+One file holds what a person decides once for all agents of a home: who is notified
+and how (``[notify]``), what the approval policy allows without asking
+(``[policy]``), and where the web gateway is reached from outside (``[web]``).
+It is read with :mod:`tomllib` and validated by the models below, which forbid
+unknown keys: a misspelt key is an error that names it, never a silent default.
+
+No sockets, no event loop: :func:`parse_config` takes text; :func:`load_config` and
+:class:`ConfigFile` read the file (a missing file is the defaults).
+
+Durations are written ``90``, ``"90s"``, ``"15m"``, ``"12h"`` or ``"7d"``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from agenthost.errors import ConfigError
+
+CONFIG_NAME: Final = "config.toml"
+MAX_CONFIG_BYTES: Final = 1 << 20
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
+_UNITS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str | float) -> float:
+    """``90``, ``"90s"``, ``"15m"``, ``"12h"``, ``"7d"`` -> seconds (ValueError if not)."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 12h or 7d")
+    if isinstance(text, int | float):
+        seconds = float(text)
+    else:
+        match = _DURATION_RE.match(text.strip())
+        if match is None:
+            raise ValueError(f"{text!r} is not a duration like 90s, 15m, 12h or 7d")
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds < 0 or seconds != seconds or seconds == float("inf"):
+        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 12h or 7d")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+"""Seconds, written as a number or ``"90s"``, ``"15m"``, ``"12h"``, ``"7d"``."""
+
+NoticeKind = Literal["waiting", "failed", "died", "finished"]
+"""What a notice is about: the agent needs a person (``waiting``: a permission request
+or a question), a turn failed (``failed``), the agent or its host ended without being
+asked to (``died``), or a turn finished (``finished``, off unless chosen)."""
+
+NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = ("waiting", "failed", "died", "finished")
+DEFAULT_EVENTS: Final[tuple[NoticeKind, ...]] = ("waiting", "failed", "died")
+
+Behavior = Literal["allow", "deny", "ask"]
+
+
+class ConfigModel(BaseModel):
+    """Our own configuration: frozen, unknown keys refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _http_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s]+", value):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""An ``http://`` or ``https://`` URL."""
+
+
+# --- notifications ------------------------------------------------------------------
+
+
+class WebhookChannel(ConfigModel):
+    """A JSON POST of the notice to ``url``, signed with HMAC-SHA256 when a secret is
+    set (header ``X-Agenthost-Signature: sha256=<hex>`` over
+    ``<X-Agenthost-Timestamp>.<body>``)."""
+
+    type: Literal["webhook"]
+    url: HttpUrl
+    secret: str | None = None
+    secret_file: Path | None = None
+    """A file whose first line is the secret (keeps it out of the config)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: Duration = 10.0
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> WebhookChannel:
+        if self.secret is not None and self.secret_file is not None:
+            raise ValueError("give secret or secret_file, not both")
+        return self
+
+
+class NtfyChannel(ConfigModel):
+    """An ntfy-compatible push: a POST to ``url`` (the server and the topic, e.g.
+    ``https://ntfy.sh/my-agents``) with the title, priority, tags and, for a
+    permission request, Approve and Deny actions."""
+
+    type: Literal["ntfy"]
+    url: HttpUrl
+    token: str | None = None
+    token_file: Path | None = None
+    priority: int | None = Field(default=None, ge=1, le=5)
+    timeout: Duration = 10.0
+
+    @model_validator(mode="after")
+    def _one_token(self) -> NtfyChannel:
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give token or token_file, not both")
+        return self
+
+
+class DesktopChannel(ConfigModel):
+    """A desktop notification (org.freedesktop.Notifications on the session bus)."""
+
+    type: Literal["desktop"]
+    timeout: Duration = 10.0
+
+
+class CommandChannel(ConfigModel):
+    """A command run with the notice as JSON on its stdin and ``AGENTHOST_NOTICE_*``
+    variables in its environment; a non-zero exit is a failed delivery."""
+
+    type: Literal["command"]
+    argv: list[str] = Field(min_length=1)
+    timeout: Duration = 30.0
+
+
+Channel = Annotated[
+    WebhookChannel | NtfyChannel | DesktopChannel | CommandChannel,
+    Field(discriminator="type"),
+]
+
+
+class NotifyOverride(ConfigModel):
+    """Different notices for some agents: those whose id matches ``agent`` and whose
+    project matches ``project`` (globs; a missing one matches all). The first
+    override that matches wins; what it leaves unset comes from ``[notify]``."""
+
+    agent: str | None = None
+    project: str | None = None
+    events: list[NoticeKind] | None = None
+    channels: list[str] | None = None
+    delay: Duration | None = None
+    mute: bool = False
+
+    @model_validator(mode="after")
+    def _selects(self) -> NotifyOverride:
+        if self.agent is None and self.project is None:
+            raise ValueError("an override needs agent or project (a glob)")
+        return self
+
+    def matches(self, agent_id: str, project: str) -> bool:
+        """Whether this override is for ``agent_id`` of ``project``."""
+        return (self.agent is None or fnmatchcase(agent_id, self.agent)) and (
+            self.project is None or fnmatchcase(project, self.project)
+        )
+
+
+class NotifyConfig(ConfigModel):
+    """``[notify]``: what is notified, after how long, and through which channels."""
+
+    events: list[NoticeKind] = Field(default_factory=lambda: list(DEFAULT_EVENTS))
+    delay: Duration = 10.0
+    """How long a situation must last before a notice goes out: a request answered
+    within it (someone is at the terminal) notifies nobody."""
+    retries: int = Field(default=5, ge=0, le=20)
+    """Further attempts of a failed delivery, with a growing pause (1 s, 2 s, 4 s...)."""
+    channels: dict[str, Channel] = Field(default_factory=dict)
+    override: list[NotifyOverride] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known_channels(self) -> NotifyConfig:
+        for i, rule in enumerate(self.override):
+            for name in rule.channels or ():
+                if name not in self.channels:
+                    known = ", ".join(sorted(self.channels)) or "none configured"
+                    raise ValueError(f"override {i + 1} names channel {name!r}; channels: {known}")
+        return self
+
+    def for_agent(self, agent_id: str, project: str) -> AgentNotify:
+        """What applies to ``agent_id`` of ``project``: events, delay, channel names."""
+        for rule in self.override:
+            if rule.matches(agent_id, project):
+                if rule.mute:
+                    return AgentNotify((), self.delay, ())
+                return AgentNotify(
+                    tuple(rule.events if rule.events is not None else self.events),
+                    rule.delay if rule.delay is not None else self.delay,
+                    tuple(rule.channels if rule.channels is not None else self.channels),
+                )
+        return AgentNotify(tuple(self.events), self.delay, tuple(self.channels))
+
+
+@dataclass(frozen=True, slots=True)
+class AgentNotify:
+    """The notices one agent gets: for which ``events``, after ``delay`` seconds, to
+    which ``channels`` (names of ``[notify.channels]``)."""
+
+    events: tuple[NoticeKind, ...]
+    delay: float
+    channels: tuple[str, ...]
+
+
+# --- the approval policy --------------------------------------------------------------
+
+
+class PolicyRule(ConfigModel):
+    """One rule: when everything it names matches a permission request, its
+    ``decision`` applies. ``tool``, ``command``, ``path``, ``agent`` and ``project``
+    are globs (``*`` crosses ``/``); ``command_regex`` is a regular expression that
+    must match the whole command. A rule that names nothing matches every request."""
+
+    tool: str | None = None
+    command: str | None = None
+    command_regex: str | None = None
+    path: str | None = None
+    agent: str | None = None
+    project: str | None = None
+    decision: Behavior
+    reason: str | None = Field(default=None, max_length=500)
+
+    @field_validator("command_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_command(self) -> PolicyRule:
+        if self.command is not None and self.command_regex is not None:
+            raise ValueError("give command (a glob) or command_regex, not both")
+        return self
+
+
+class PolicyConfig(ConfigModel):
+    """``[policy]``: rules tried in order, the first that matches decides; none
+    matching means ``ask`` (a person decides)."""
+
+    rule: list[PolicyRule] = Field(default_factory=list)
+    ask_timeout: Duration | None = None
+    """Deny a request nobody answered within this time (unset: wait for ever)."""
+    session_grants: bool = True
+    """Whether a person may answer "allow for this session" (terminal, web)."""
+
+
+# --- the web gateway ------------------------------------------------------------------
+
+
+class WebConfig(ConfigModel):
+    """``[web]``: how the gateway is reached from where the notices are read."""
+
+    public_url: str | None = None
+    """The gateway's address as a phone reaches it (``https://box.example:8765``):
+    the base of the Approve and Deny links. Without it, notices carry no links."""
+    link_ttl: Duration = 3600.0
+    """How long an approval link stays valid."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else _http_url(value).rstrip("/")
+
+
+class HomeConfig(ConfigModel):
+    """The whole ``config.toml``; every section may be left out."""
+
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
+
+
+DEFAULT_CONFIG: Final = HomeConfig()
+
+
+def config_path(home: Path) -> Path:
+    """Where the home's configuration lives."""
+    return home / CONFIG_NAME
+
+
+def parse_config(text: str, source: str = CONFIG_NAME) -> HomeConfig:
+    """The configuration in ``text``; ConfigError naming ``source``, the line or the
+    key and what is wrong."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    try:
+        return HomeConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors as ``notify.channels.phone.url: ...; policy.rule[2]: ...``."""
+    parts = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ""
+        for item in error["loc"]:
+            if isinstance(item, int):
+                where += f"[{item + 1}]"
+            elif item not in ("webhook", "ntfy", "desktop", "command"):  # union tags
+                where += f".{item}" if where else str(item)
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        parts.append(f"{where or 'top level'}: {message}")
+    more = len(exc.errors()) - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def load_config(home: Path) -> HomeConfig:
+    """``<home>/config.toml`` parsed (the defaults when there is no such file)."""
+    path = config_path(home)
+    try:
+        data = _read(path)
+    except FileNotFoundError:
+        return DEFAULT_CONFIG
+    return parse_config(data, str(path))
+
+
+def _read(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+class ConfigFile:
+    """``config.toml`` re-read when it changes (size, mtime or inode), cheaply checked.
+
+    A long-lived process (host, daemon, gateway) calls :meth:`get` where it needs the
+    configuration. When the file turns invalid, :meth:`get` keeps the last good
+    configuration and :attr:`error` says what is wrong (``None`` once fixed); before
+    any good read it is the defaults.
+    """
+
+    def __init__(self, home: Path) -> None:
+        self.path = config_path(home)
+        self.config: HomeConfig = DEFAULT_CONFIG
+        self.error: str | None = None
+        self._seen: tuple[int, int, int] | None = None
+
+    def get(self) -> HomeConfig:
+        """The current configuration (re-read if the file changed since last time)."""
+        try:
+            st = os.stat(self.path)
+            seen: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            seen = None
+        except OSError as exc:
+            self.error = f"cannot read {self.path}: {exc.strerror}"
+            return self.config
+        if seen == self._seen and (seen is not None or self.error is None):
+            return self.config
+        self._seen = seen
+        if seen is None:
+            self.config, self.error = DEFAULT_CONFIG, None
+            return self.config
+        try:
+            self.config = parse_config(_read(self.path), str(self.path))
+            self.error = None
+        except FileNotFoundError:
+            self.config, self.error = DEFAULT_CONFIG, None
+        except ConfigError as exc:
+            self.error = exc.message
+        return self.config
+
+
+def dump_json(config: HomeConfig) -> dict[str, Any]:
+    """The configuration as JSON-ready data (secrets and tokens hidden)."""
+    data = config.model_dump(mode="json")
+    for channel in data["notify"]["channels"].values():
+        for key in ("secret", "token"):
+            if channel.get(key):
+                channel[key] = "(set)"
+    return data
