@@ -38,6 +38,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "acp": ("agenthost.cli.acp", "acp"),
     "bridge": ("agenthost.cli.bridge", "bridge"),
     "web": ("agenthost.cli.web", "web"),
+    "policy": ("agenthost.cli.policy", "policy"),
+    "notify": ("agenthost.cli.notify", "notify"),
+    "config": ("agenthost.cli.policy", "config"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 
