@@ -38,7 +38,7 @@ from agenthost.errors import ConfigError
 CONFIG_NAME: Final = "config.toml"
 MAX_CONFIG_BYTES: Final = 1 << 20
 
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$", re.ASCII)
 _UNITS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 

@@ -48,10 +48,12 @@ def load_secret(path: Path) -> bytes:
     """The secret in ``path``, created on first use (64 random hex digits, 0600, its
     directory 0700). A file too short to be a secret is replaced."""
     for _ in range(3):
+        damaged = False
         try:
             value = path.read_bytes().strip()
             if len(value) >= MIN_SECRET:
                 return value
+            damaged = True
         except FileNotFoundError:
             pass
         except OSError as exc:
@@ -61,7 +63,7 @@ def load_secret(path: Path) -> bytes:
         tmp = path
         try:
             tmp = _temporary(path, value + b"\n")
-            if path.exists():  # too short: replaced, as before
+            if damaged:  # too short to be a secret: replaced
                 os.replace(tmp, path)
                 return value
             try:

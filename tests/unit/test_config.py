@@ -1,0 +1,214 @@
+"""config.toml: the models, the errors a person reads, and re-reading on change."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agenthost.config import (
+    DEFAULT_CONFIG,
+    ConfigFile,
+    HomeConfig,
+    dump_json,
+    load_config,
+    parse_config,
+    parse_duration,
+)
+from agenthost.errors import ConfigError
+
+FULL = """
+[notify]
+events = ["waiting", "died", "finished"]
+delay = "30s"
+retries = 2
+
+[notify.channels.phone]
+type = "ntfy"
+url = "https://ntfy.example/agents"
+token = "tk_secret"
+priority = 4
+
+[notify.channels.hook]
+type = "webhook"
+url = "http://127.0.0.1:9999/hook"
+secret_file = "/run/secrets/hook"
+headers = { "X-Team" = "a" }
+
+[notify.channels.me]
+type = "desktop"
+
+[notify.channels.script]
+type = "command"
+argv = ["/usr/local/bin/page-me", "--loud"]
+timeout = 5
+
+[[notify.override]]
+agent = "build-*"
+mute = true
+
+[[notify.override]]
+project = "web"
+channels = ["phone"]
+events = ["waiting"]
+delay = "2m"
+
+[policy]
+ask_timeout = "15m"
+
+[[policy.rule]]
+tool = "Read"
+decision = "allow"
+
+[[policy.rule]]
+tool = "Bash"
+command_regex = 'git (status|diff)( .*)?'
+decision = "allow"
+reason = "read-only git"
+
+[[policy.rule]]
+path = "/etc/**"
+decision = "deny"
+
+[web]
+public_url = "https://box.example:8765/"
+link_ttl = "30m"
+"""
+
+
+def test_a_full_file_reads_into_the_models() -> None:
+    config = parse_config(FULL)
+    notify = config.notify
+    assert notify.events == ["waiting", "died", "finished"]
+    assert (notify.delay, notify.retries) == (30.0, 2)
+    assert set(notify.channels) == {"phone", "hook", "me", "script"}
+    assert notify.channels["script"].timeout == 5.0
+    assert config.policy.ask_timeout == 900.0
+    assert [r.decision for r in config.policy.rule] == ["allow", "allow", "deny"]
+    assert config.web.public_url == "https://box.example:8765"  # no trailing slash
+    assert config.web.link_ttl == 1800.0
+
+
+def test_overrides_pick_the_first_match_and_inherit_the_rest() -> None:
+    notify = parse_config(FULL).notify
+    muted = notify.for_agent("build-7", "web")
+    assert muted.events == () and muted.channels == ()
+    web = notify.for_agent("frontend", "web")
+    assert (web.events, web.delay, web.channels) == (("waiting",), 120.0, ("phone",))
+    other = notify.for_agent("x", "api")
+    assert other.events == ("waiting", "died", "finished") and other.delay == 30.0
+    assert set(other.channels) == {"phone", "hook", "me", "script"}
+
+
+def test_an_empty_file_is_the_defaults() -> None:
+    config = parse_config("")
+    assert config == DEFAULT_CONFIG == HomeConfig()
+    assert config.notify.events == ["waiting", "failed", "died"]
+    assert config.policy.rule == [] and config.policy.ask_timeout is None
+    assert config.web.public_url is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[notify]\ndelai = 3", "notify.delai: unknown key"),
+        ("colour = 1", "colour: unknown key"),
+        ('[[policy.rule]]\ndecision = "maybe"', "policy.rule[1].decision"),
+        ('[[policy.rule]]\ntool = "Bash"', "policy.rule[1].decision: Field required"),
+        ('[notify.channels.p]\ntype = "ntfy"\nurl = "ftp://x"', "notify.channels.p.url"),
+        ('[notify.channels.p]\ntype = "pager"', "notify.channels.p"),
+        ('[notify.channels.p]\ntype = "command"\nargv = []', "notify.channels.p.argv"),
+        ('[policy]\nask_timeout = "soon"', "is not a duration"),
+        ("[policy]\nask_timeout = -5", "is not a duration"),
+        ("[policy]\nask_timeout = true", "is not a duration"),
+        ('[notify]\nevents = ["lunch"]', "notify.events[1]"),
+        ("x = [", "not valid TOML"),
+        ('[[policy.rule]]\ndecision = "allow"\ncommand_regex = "("', "not a regular"),
+        (
+            '[[policy.rule]]\ndecision = "allow"\ncommand = "a"\ncommand_regex = "a"',
+            "not both",
+        ),
+        ('[[notify.override]]\nagent = "a"\nchannels = ["nope"]', "names channel 'nope'"),
+        ("[[notify.override]]\nmute = true", "needs agent or project"),
+        (
+            '[notify.channels.h]\ntype = "webhook"\nurl = "http://x"\nsecret = "a"\n'
+            'secret_file = "/f"',
+            "not both",
+        ),
+        ('[notify.channels.h]\ntype = "ntfy"\nurl = "http://x"\npriority = 9', "priority"),
+        ('[web]\npublic_url = "box:8765"', "web.public_url"),
+        ("[notify]\nretries = 1000", "notify.retries"),
+    ],
+)
+def test_a_bad_file_is_refused_with_what_and_where(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "home/config.toml")
+    assert caught.value.message.startswith("home/config.toml: ")
+    assert says in caught.value.message
+
+
+def test_many_errors_are_summed_up() -> None:
+    text = "\n".join(f"k{i} = {i}" for i in range(9))
+    message = pytest.raises(ConfigError, parse_config, text).value.message
+    assert message.count("unknown key") == 5 and message.endswith("and 4 more")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90.0), ("90s", 90.0), ("1.5m", 90.0), ("2h", 7200.0), ("1d", 86400.0), (3, 3.0)],
+)
+def test_durations(text: str | int, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "m", "5 minutes", "-1", "1w", "nan", "1e3", "٣s"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_duration(text)
+
+
+def test_the_json_view_hides_secrets() -> None:
+    data = dump_json(parse_config(FULL))
+    assert data["notify"]["channels"]["phone"]["token"] == "(set)"
+    assert "tk_secret" not in str(data)
+
+
+def test_load_reads_the_home_and_a_missing_file_is_the_defaults(tmp_path: Path) -> None:
+    assert load_config(tmp_path) == DEFAULT_CONFIG
+    (tmp_path / "config.toml").write_text('[web]\npublic_url = "http://h:1"\n')
+    assert load_config(tmp_path).web.public_url == "http://h:1"
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [(b"\xff\xfe[web]", "not UTF-8"), (b"a" * ((1 << 20) + 1), "larger than")],
+)
+def test_load_refuses_garbage_files(tmp_path: Path, raw: bytes, says: str) -> None:
+    (tmp_path / "config.toml").write_bytes(raw)
+    with pytest.raises(ConfigError, match=says):
+        load_config(tmp_path)
+
+
+def test_a_directory_in_its_place_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").mkdir()
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path)
+
+
+def test_the_file_is_reread_when_it_changes_and_a_bad_edit_keeps_the_last_good(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.toml"
+    watched = ConfigFile(tmp_path)
+    assert watched.get() == DEFAULT_CONFIG and watched.error is None
+    path.write_text('[policy]\nask_timeout = "1m"\n')
+    assert watched.get().policy.ask_timeout == 60.0
+    path.write_text("[policy]\nask_timeout = \n")  # a half-saved edit
+    assert watched.get().policy.ask_timeout == 60.0
+    assert watched.error is not None and "not valid TOML" in watched.error
+    path.write_text('[policy]\nask_timeout = "2m"\n')
+    os.utime(path, ns=(1, 1))  # same size, another mtime: still noticed
+    assert watched.get().policy.ask_timeout == 120.0 and watched.error is None
+    path.unlink()
+    assert watched.get() == DEFAULT_CONFIG and watched.error is None
