@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agenthost.errors import AgentHostError, HostNotFound
-from agenthost.web import access, handlers
+from agenthost.web import access, handlers, links
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
 from agenthost.web.gateway import (
     Gateway,
@@ -145,6 +145,8 @@ def routes(gw: Gateway) -> list[BaseRoute]:
     agent = "/api/agents/{key}"
     return [
         Route("/", index, methods=["GET", "HEAD"]),
+        Route("/l/{token:path}", plain(links.show), methods=["GET"]),
+        Route("/l/{token:path}", plain(links.follow), methods=["POST"]),
         Route("/api/login", plain(login), methods=["POST"]),
         Route("/api/logout", plain(logout), methods=["POST"]),
         Route("/api/me", e("read", me), methods=["GET"]),
@@ -214,7 +216,11 @@ class Guard:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                headers = list(message.get("headers", []))
+                have = {name.lower() for name, _ in headers}
+                # a route may set its own (the link pages' Referrer-Policy)
+                headers += [(n, v) for n, v in SECURITY_HEADERS if n not in have]
+                message["headers"] = headers
                 # as the answer starts: a stream's line comes when it opens
                 log.info(
                     "web.request",

@@ -19,6 +19,7 @@ from agenthost.errors import ConfigError
 from agenthost.web import access
 from agenthost.web.access import COOKIE_NAME
 from agenthost.web.agents import Agents
+from agenthost.web.linkledger import LinkLedger, ledger_path
 from agenthost.web.payloads import MAX_BODY, HttpError
 from agenthost.web.sse import Overview
 from agenthost.web.tokens import TokenRecord, TokenStore
@@ -43,7 +44,10 @@ class Gateway:
     """Set when the gateway shuts down: open streams end."""
     overview: Overview | None = None
     failures: access.FailureLimit = field(default_factory=access.FailureLimit)
-    """Unknown tokens per client address (a guesser is refused for a while)."""
+    """Unknown tokens and bad links per client address (a guesser is refused for a
+    while)."""
+    link_key: bytes | None = None
+    """The key approval links are checked with (None: every link is refused)."""
 
     def __post_init__(self) -> None:
         if self.overview is None:
@@ -52,6 +56,10 @@ class Gateway:
     @property
     def home(self) -> Path:
         return self.agents.home
+
+    def link_ledger(self) -> LinkLedger:
+        """The record of the approval links honoured (``<home>/web/links.db``)."""
+        return LinkLedger(ledger_path(self.home))
 
     @property
     def secure_cookies(self) -> bool:

@@ -84,17 +84,24 @@ async def interrupt(gw: Gateway, request: Request, _: TokenRecord) -> Response:
     return JSONResponse(await with_agent(gw, request, call))
 
 
-async def respond(gw: Gateway, request: Request, _: TokenRecord) -> Response:
+async def respond(gw: Gateway, request: Request, record: TokenRecord) -> Response:
     """POST /api/agents/{key}/respond {"request_id", "decision", "message"?,
-    "option_id"?, "updated_input"?}."""
+    "option_id"?, "updated_input"?, "remember"?}; the host records the answer as the
+    token's (actor ``web:<token name>``). ``remember: "session"`` (allow only) also
+    allows the same for the rest of the agent's session."""
     body = fields(
         json_object(await read_body(request)),
         {"request_id": str, "decision": str},
-        {"message": str, "option_id": str, "updated_input": dict},
+        {"message": str, "option_id": str, "updated_input": dict, "remember": str},
     )
     decision = body["decision"]
     if decision not in ("allow", "deny"):
         raise bad_request('field "decision" must be "allow" or "deny"')
+    remember = body.get("remember")
+    if remember is not None and remember != "session":
+        raise bad_request('field "remember" must be "session"')
+    if remember is not None and decision != "allow":
+        raise bad_request('field "remember" goes with "decision": "allow" only')
     result = await with_agent(
         gw,
         request,
@@ -104,6 +111,8 @@ async def respond(gw: Gateway, request: Request, _: TokenRecord) -> Response:
             message=body.get("message"),
             updated_input=body.get("updated_input"),
             option_id=body.get("option_id"),
+            actor=f"web:{record.name}",
+            remember="session" if remember is not None else None,
         ),
     )
     return JSONResponse({"ok": True, **result.model_dump(mode="json")})

@@ -18,6 +18,7 @@ import structlog
 import uvicorn
 import uvloop
 
+from agenthost.attention.keys import link_key
 from agenthost.errors import ConfigError
 from agenthost.sdnotify import sd_notify
 from agenthost.web import access
@@ -152,6 +153,7 @@ def gateway(options: Options) -> Gateway:
         tls=options.tls_cert is not None,
         allowed_hosts=frozenset(a for a in allowed if a),
         public_origin=public,
+        link_key=link_key(options.home),
     )
 
 
