@@ -100,6 +100,10 @@ def test_an_allow_link_answers_the_request_once_and_the_tool_runs(
     assert again.status_code == 409 and again.json()["code"] == "used"
     page = gateway.client(None).get(f"l/{tok}")
     assert page.status_code == 409 and "used already" in page.text
+    # re-padded or re-cased, it is the same link or no link: never a second use
+    body, mac = tok.split(".")
+    for variant in (f"{body}.{mac}=", f"{body}.{mac}==", f"{body}.{mac.swapcase()}"):
+        assert follow(gateway, variant).json()["code"] in ("used", "forged", "malformed")
     assert len(permission_entries(gateway)) == 1
 
 
