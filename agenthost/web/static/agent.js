@@ -67,6 +67,7 @@ export function showAgent(page, key) {
     respond: (id, choice) => {
       const body = { request_id: id, decision: choice.decision };
       if (choice.option_id) body.option_id = choice.option_id;
+      if (choice.remember) body.remember = choice.remember;
       return api("POST", agentPath(key, "/respond"), body);
     },
     onState: (state) => {

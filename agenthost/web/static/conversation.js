@@ -57,9 +57,20 @@ function choicesOf(request) {
     });
   }
   if (!choices.length) {
-    choices.push({ label: "Allow", decision: "allow" }, { label: "Deny", decision: "deny" });
+    choices.push(
+      { label: "Allow", decision: "allow" },
+      // the same tool (and exact command) is allowed for the rest of the session
+      { label: "Allow for session", decision: "allow", remember: "session" },
+      { label: "Deny", decision: "deny" }
+    );
   }
   return choices;
+}
+
+/** A button's classes: its look, and what tests and styles find it by. */
+function choiceClass(choice) {
+  if (choice.remember) return "allow-session";
+  return choice.decision === "allow" ? "primary allow" : "danger deny";
 }
 
 const OUTCOME = { allow: "allowed", deny: "denied", cancelled: "withdrawn" };
@@ -268,6 +279,7 @@ export class Conversation {
     const e = event.chat_entry;
     if (!e || typeof e !== "object") return null;
     const time = e.timestamp || event.timestamp;
+    if (e.role === "permission") return this.decisionLine(offset, e, time);
     if (e.tool_result !== undefined && e.tool_result !== null) {
       const failed = e.is_error === true;
       const label = `${str(e.tool_name) || "tool"} ${failed ? "failed" : "result"}`;
@@ -306,6 +318,24 @@ export class Conversation {
     );
   }
 
+  /**
+   * A decision on a permission request, as the history records it ("allowed by
+   * policy: rule 1", "denied by web:phone"): one small line under the request.
+   */
+  decisionLine(offset, e, time) {
+    const decision = e.decision && typeof e.decision === "object" ? e.decision : {};
+    const behavior = str(decision.behavior).replace(/[^a-z_]/gi, "");
+    const tool = str(e.tool_name);
+    const line = this.entry(
+      offset,
+      `decision-line${behavior ? ` decision-${behavior}` : ""}`,
+      time,
+      h("span", {}, tool ? `${tool}: ${str(e.content)}` : str(e.content))
+    );
+    if (typeof decision.actor === "string") line.dataset.actor = decision.actor;
+    return line;
+  }
+
   resultLine(offset, event) {
     const r = event.result && typeof event.result === "object" ? event.result : {};
     const failed = r.is_error === true;
@@ -341,12 +371,7 @@ export class Conversation {
       offset ? this.stamp(time) : null
     );
     for (const choice of choicesOf(request)) {
-      const allow = choice.decision === "allow";
-      const button = h(
-        "button",
-        { type: "button", class: allow ? "primary allow" : "danger deny" },
-        choice.label
-      );
+      const button = h("button", { type: "button", class: choiceClass(choice) }, choice.label);
       if (!this.hooks.canRespond) {
         button.disabled = true;
         button.title = "answering needs a token with the respond scope";
