@@ -13,12 +13,14 @@ import sys
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import structlog
 import uvicorn
 import uvloop
 
 from agenthost.attention.keys import link_key
+from agenthost.config import ConfigFile
 from agenthost.errors import ConfigError
 from agenthost.sdnotify import sd_notify
 from agenthost.web import access
@@ -143,7 +145,7 @@ def gateway(options: Options) -> Gateway:
     allowed = {options.host, *options.allowed_hosts}
     if options.host in ("0.0.0.0", "::", ""):
         allowed |= {socket.gethostname(), socket.getfqdn()}
-    public = public_origin(options.public_url)
+    public = public_origin(options.public_url) or config_origin(options.home)
     if public is not None:
         allowed.add(public[1])
     return Gateway(
@@ -166,6 +168,20 @@ def public_origin(url: str | None) -> access.Origin | None:
     if origin is None:
         raise ConfigError(f"--public-url wants https://HOST[:PORT] (no path), not {url!r}")
     return origin
+
+
+def config_origin(home: Path) -> access.Origin | None:
+    """The origin of ``[web] public_url`` in the home's config.toml (the base of the
+    approval links in notices), when ``--public-url`` is not given: a link's page
+    posts from there. None without one (an unusable config.toml is logged)."""
+    config = ConfigFile(home)
+    public_url = config.get().web.public_url
+    if config.error is not None:
+        log.warning("web.config_unusable", error=config.error)
+    if public_url is None:
+        return None
+    parts = urlsplit(public_url)
+    return access.parse_origin(f"{parts.scheme}://{parts.netloc}")
 
 
 def url(options: Options, port: int) -> str:

@@ -248,3 +248,26 @@ def test_links_never_reach_the_log_and_survive_a_restart_as_used(
     assert follow(again, tok).json()["code"] == "used"
     for secret in (tok,):
         assert secret.split(".")[1] not in again.log()
+
+
+def test_the_configs_public_url_is_an_origin_of_the_gateway(
+    gateway_factory: Callable[..., Gateway], home: Path
+) -> None:
+    (home / "config.toml").write_text('[web]\npublic_url = "https://phone.example:8443/"\n')
+    gateway = gateway_factory()
+    request = {"request_id": "r1", "created_at": "2026-01-01T00:00:00Z"}
+    tok = token(home, request, "allow", agent_id="nobody")
+    # the link page's form, posted through the proxy: our origin, and nothing to answer
+    through = follow(gateway, tok, origin="https://phone.example:8443")
+    assert through.status_code == 404 and through.json()["code"] == "gone"
+    other = follow(gateway, tok, origin="https://phone.example:8444")
+    assert other.status_code == 403 and other.json()["code"] == "bad_origin"
+
+
+def test_an_unusable_config_does_not_stop_the_gateway_and_is_logged(
+    gateway_factory: Callable[..., Gateway], home: Path
+) -> None:
+    (home / "config.toml").write_text('[web]\npublic_url = "ftp://nope"\n')
+    gateway = gateway_factory()
+    assert gateway.client().get("/api/me").status_code == 200
+    assert "web.config_unusable" in gateway.log() and "public_url" in gateway.log()
