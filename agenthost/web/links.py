@@ -11,8 +11,10 @@ a :class:`~agenthost.errors.LinkRefused` whose ``why`` is the answer's ``code``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -24,6 +26,7 @@ from agenthost.attention import links
 from agenthost.attention.links import Link
 from agenthost.client import AsyncClient
 from agenthost.errors import (
+    ConfigError,
     HostNotFound,
     InvalidAgentId,
     LinkRefused,
@@ -32,7 +35,7 @@ from agenthost.errors import (
 )
 from agenthost.models import PermissionRequest
 from agenthost.paths import validate_agent_id
-from agenthost.web.gateway import Gateway, check_origin, store_errors
+from agenthost.web.gateway import Gateway, check_origin
 from agenthost.web.linkpage import Asked, confirm_page, done_page, refused_page
 from agenthost.web.payloads import AgentKey, HttpError
 
@@ -54,6 +57,18 @@ HEADERS: Final = {
     # like any foreign origin; same-origin still sends nothing to other sites
     "Referrer-Policy": "same-origin",
 }
+
+
+@contextlib.contextmanager
+def ledger_errors() -> Iterator[None]:
+    """A ledger that cannot be used: HttpError 500 (no link is honoured), logged."""
+    try:
+        yield
+    except ConfigError as exc:
+        log.error("web.link_ledger_unusable", error=exc.message)
+        raise HttpError(
+            500, "link_ledger", "the gateway's record of used links is unusable: see its log"
+        ) from None
 
 
 class _Refusal(Exception):
@@ -205,7 +220,7 @@ async def show(gw: Gateway, request: Request) -> Response:
     try:
         link = _check(gw, request)
         ledger = gw.link_ledger()
-        with store_errors():
+        with ledger_errors():
             used = await asyncio.to_thread(ledger.used, link.nonce)
         if used:
             raise _Refusal(
@@ -238,7 +253,7 @@ async def follow(gw: Gateway, request: Request) -> Response:
     try:
         link = _check(gw, request)
         ledger = gw.link_ledger()
-        with store_errors():
+        with ledger_errors():
             claimed = await asyncio.to_thread(ledger.claim, link.nonce, link.expires)
         if not claimed:
             raise _Refusal(
@@ -248,7 +263,7 @@ async def follow(gw: Gateway, request: Request) -> Response:
             asked = await _with_host(gw, link, lambda c: _decide(c, link))
         except BaseException:
             # it decided nothing: following it again says why again
-            with store_errors():
+            with ledger_errors():
                 await asyncio.to_thread(ledger.release, link.nonce)
             raise
     except _Refusal as exc:

@@ -162,7 +162,7 @@ async def test_a_spoiled_ledger_refuses_links_with_500(home: Path) -> None:
     path.write_bytes(b"garbage" * 1000)
     async with client(gw, "127.0.0.1") as c:
         answer = await c.post(f"/l/{good(home)}")
-        assert answer.status_code == 500
+        assert answer.status_code == 500 and answer.json()["code"] == "link_ledger"
 
 
 @pytest.mark.asyncio
