@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -271,3 +272,27 @@ def test_an_unusable_config_does_not_stop_the_gateway_and_is_logged(
     gateway = gateway_factory()
     assert gateway.client().get("/api/me").status_code == 200
     assert "web.config_unusable" in gateway.log() and "public_url" in gateway.log()
+
+
+def test_racing_posts_of_one_link_decide_once(
+    gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("a1")
+    request = ask(gateway)
+    tok = token(home, request, "allow")
+    start = threading.Barrier(6)
+    codes: list[int] = []
+
+    def post() -> None:
+        with httpx.Client(timeout=30) as c:
+            start.wait()
+            codes.append(c.post(f"{gateway.url}l/{tok}").status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(codes) == [200] + [409] * 5
+    wait_for(lambda: "(demo) ran: touch demo-was-here" in tool_results(gateway), what="the tool")
+    assert [e["content"] for e in permission_entries(gateway)] == ["allowed by link"]
