@@ -122,16 +122,6 @@ def _asked(link: Link, request: PermissionRequest | None) -> Asked:
     )
 
 
-def _same_time(when: datetime, text: str) -> bool:
-    try:
-        given = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    if given.tzinfo is None:
-        given = given.replace(tzinfo=UTC)
-    return given == when
-
-
 def _gone(message: str) -> LinkRefused:
     return LinkRefused(message, why="gone")
 
@@ -164,6 +154,8 @@ async def _answered(client: AsyncClient, link: Link, asked: Asked) -> _Refusal:
 
 
 def _parse(text: str) -> datetime:
+    """A link's ``created_at`` (the host's RFC 3339 text) as a time; the dawn of time
+    for text that is not one (it then matches no request)."""
     try:
         given = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -175,7 +167,7 @@ async def _pending(client: AsyncClient, link: Link) -> PermissionRequest:
     """The request the link answers, still pending; _Refusal answered/gone."""
     for request in await client.pending():
         if request.request_id == link.request_id:
-            if _same_time(request.created_at, link.created_at):
+            if request.created_at == _parse(link.created_at):
                 return request
             break  # the same id, asked again later: this link is not for it
     raise await _answered(client, link, _asked(link, None))
