@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -28,6 +29,7 @@ MAX_TOKEN: Final = 2048
 """Longer tokens are refused before any decoding."""
 LINK_PATH: Final = "/l/"
 _DOMAIN: Final = b"agenthost-link-1."
+_B64URL: Final = re.compile(r"[A-Za-z0-9_-]+")
 
 Decision = Literal["allow", "deny"]
 
@@ -92,6 +94,9 @@ def verify(token: str, key: bytes, *, now: float) -> Link:
     if not token or len(token) > MAX_TOKEN or token.count(".") != 1:
         raise LinkRefused("this is not an approval link", why="malformed")
     body, mac = token.split(".")
+    if not _B64URL.fullmatch(body) or not _B64URL.fullmatch(mac):
+        # one spelling per token: padding and stray characters are not skipped over
+        raise LinkRefused("this is not an approval link", why="malformed")
     try:
         given = _unb64(mac)
         body.encode("ascii")

@@ -157,3 +157,10 @@ def test_processes_racing_to_create_the_secret_all_get_the_same(tmp_path: Path) 
         t.join()
     assert len(set(got)) == 1 and path.read_bytes().strip() == got[0]
     assert not [p for p in os.listdir(path.parent) if p != "secret"]  # no temporaries
+
+
+def test_a_token_has_one_spelling() -> None:
+    token = sign(link(), KEY)
+    body, mac = token.split(".")
+    for variant in (f"{body}.{mac}=", f"{body}=.{mac}", f"{body}.{mac[:5]}!{mac[5:]}"):
+        assert refused(variant) == "malformed"
