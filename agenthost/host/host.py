@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from agenthost.agents.base import ClientCall
+    from agenthost.host.approvals import Approvals
     from agenthost.host.clientcalls import ClientCalls
 
     # The models are imported where they are built: a host answers pings and reports
@@ -223,6 +224,8 @@ class Host:
         self.calls: ClientCalls | None = None  # built by the first call
         self._agent_env: dict[str, str] = {}
         self.stream.call = self._client_call
+        self.approvals: Approvals | None = None  # built by the first permission request
+        self.stream.on_ask = lambda ask, request: self._approvals().on_ask(ask, request)
         self.server.journal = self.stream.journal_reader
         self.process = AgentProcess(
             self._on_stdout, self._on_stderr, self._on_exit, self._on_stdin_error
@@ -334,6 +337,16 @@ class Host:
             self.calls = ClientCalls(self.worktree, self._call_done, self._agent_env)
         self.calls.start(call)
 
+    def _approvals(self) -> Approvals:
+        """The approval policy (imported here: pydantic and config.toml are read at
+        the first permission request, not at start-up)."""
+        if self.approvals is None:
+            from agenthost.host.approvals import Approvals
+
+            self.approvals = Approvals(self)
+            self.stream.on_decided = self.approvals.decided
+        return self.approvals
+
     def _call_done(
         self, call_id: str, result: dict[str, Any] | None, failure: CallFailed | None
     ) -> None:
@@ -390,6 +403,8 @@ class Host:
         self._serving = False
         if self._linger is not None:
             self._linger.cancel()
+        if self.approvals is not None:
+            self.approvals.close()
         if self.process.running:
             await self.process.stop(self.config.stop_timeout, force=False)
         await self.server.close()
@@ -718,9 +733,11 @@ class Host:
         allow = answer.behavior == "allow"
         if answer.updated_input is not None and not allow:
             raise InvalidPayload("updated_input only goes with behavior 'allow'")
-        ask, _ = pending
+        ask, request = pending
         if answer.option_id is not None:
             _check_option(ask, answer.option_id, allow)
+        if answer.remember is not None:
+            self._approvals().check_remember(answer)
         data = self.adapter.encode_permission_response(
             ask, allow, answer.message, answer.updated_input, answer.option_id
         )
@@ -736,6 +753,8 @@ class Host:
                 )
             ]
         )
+        if answer.remember is not None:  # what it covers is decided without asking
+            self._approvals().remember(request, answer.actor or "client")
         return RespondResponse(request_id=ask.request_id, behavior=answer.behavior)
 
     async def _stop_reply(self, _conn: Connection, payload: StopRequest, request: Request) -> bytes:

@@ -64,6 +64,11 @@ Writer = Callable[[bytes], None]
 Caller = Callable[[ClientCall], None]
 """``call(request)``: start what the agent asked of its client (must not raise)."""
 
+AskHook = Callable[[PermissionAsk, dict[str, Any]], list[AdapterEvent]]
+"""``on_ask(ask, request)``: events that follow a new permission request at once (the
+approval policy's answer and its decision, notes); none leaves it to a person. It
+must not publish: it runs inside :meth:`AgentStream.publish`."""
+
 
 class AgentStream:
     """The numbered events of one agent and the state they imply."""
@@ -85,6 +90,10 @@ class AgentStream:
         self.write = write
         self.call: Caller = _no_calls
         """Where the adapter's :class:`ClientCall` events go (the host sets it)."""
+        self.on_ask: AskHook | None = None
+        """Decides a permission request before anyone is asked (the host sets it)."""
+        self.on_decided: Callable[[str], None] | None = None
+        """Told the id of every request that stops being pending."""
         self.journal = journal
         self.journal_reader = JournalReader(journal.directory, journal) if journal else None
         self.epoch = uuid.uuid4().hex
@@ -205,7 +214,13 @@ class AgentStream:
                 continue
             yield ev
             if type(ev) is PermissionAsk:
-                yield StateChange(AgentState.WAITING)
+                asked = self.pending.get(ev.request_id)
+                # decided before anyone is asked: no waiting state, no notice, but the
+                # request, the answer and the history entry are all in the journal
+                if self.on_ask is not None and asked is not None:
+                    yield from self._with_consequences(self.on_ask(ev, asked[1]))
+                if ev.request_id in self.pending:
+                    yield StateChange(AgentState.WAITING)
 
     def _encode(self, ev: AdapterEvent, offset: int, timestamp: str) -> bytes | None:
         """Bytes of one event, applying its effect on state, info, history, pending.
@@ -269,6 +284,8 @@ class AgentStream:
         if type(ev) is PermissionDecided:
             if self.pending.pop(ev.request_id, None) is None:
                 return None
+            if self.on_decided is not None:
+                self.on_decided(ev.request_id)
             decision = decision_fields(ev)
             log.info(
                 "permission.decided",

@@ -1,0 +1,161 @@
+"""The approval policy applied in the host: the one place where a permission request
+is decided before anyone is asked.
+
+:class:`Approvals` is built at the first permission request (the host starts without
+it, and without pydantic). For every new request it reads ``<home>/config.toml``
+(:class:`agenthost.config.ConfigFile`: a stat when unchanged), asks
+:func:`agenthost.attention.policy.decide`, and for ``allow`` or ``deny`` returns the
+events that answer the agent exactly as ``host.respond`` would, published in the same
+batch as the request: the request never makes the agent ``waiting``, yet its
+``permission_request``, its ``permission_response`` (actor ``policy``, with the rule)
+and its ``permission`` history entry are journaled, the audit trail.
+
+It also keeps the session grants ("allow for this session", in memory: they end with
+the host) and the ``ask_timeout`` timers that deny a request nobody answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from agenthost.agents.base import AdapterEvent, ErrorNote, PermissionDecided, Write
+from agenthost.attention.policy import Decision, Grant, decide, grant_for, subject_of
+from agenthost.config import ConfigFile
+from agenthost.errors import AgentHostError, Forbidden, InvalidPayload
+
+if TYPE_CHECKING:
+    from agenthost.agents.base import PermissionAsk
+    from agenthost.host.host import Host
+    from agenthost.models import RespondRequest
+
+log = structlog.get_logger("agenthost.approvals")
+
+
+class Approvals:
+    """The policy, the session grants and the ask timers of one host."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.config = ConfigFile(host.config.home)
+        self.grants: list[Grant] = []
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._reported: set[str] = set()  # config errors already published
+
+    # --- a new request -----------------------------------------------------------------
+
+    def on_ask(self, ask: PermissionAsk, request: dict[str, Any]) -> list[AdapterEvent]:
+        """What follows ``ask`` at once: the policy's answer, or nothing (a person
+        decides; the ask timer runs). Never publishes (it runs inside publish)."""
+        events: list[AdapterEvent] = []
+        config = self.config.get()
+        host = self.host
+        subject = subject_of(request, host.agent_id, host.config.project)
+        if self.config.error is not None:
+            # a broken config.toml allows nothing: its rules may have been mid-edit
+            if self.config.error not in self._reported:
+                self._reported.add(self.config.error)
+                note = "; the approval policy asks for everything until it is fixed"
+                events.append(ErrorNote(self.config.error + note))
+            decision = Decision("ask", "config.toml is invalid: a person decides")
+        else:
+            self._reported.clear()
+            decision = decide(config.policy.rule, subject, self.grants)
+        log.info(
+            "policy.decided",
+            request_id=ask.request_id,
+            behavior=decision.behavior,
+            rule=decision.rule,
+            source=decision.source,
+        )
+        if decision.behavior == "ask":
+            self._start_timer(ask.request_id, config.policy.ask_timeout)
+            return events
+        allow = decision.behavior == "allow"
+        message = None if allow else f"denied by the approval policy: {decision.reason}"
+        try:
+            data = host.adapter.encode_permission_response(ask, allow, message, None)
+        except AgentHostError as exc:  # e.g. an ACP request already withdrawn
+            events.append(ErrorNote(f"the approval policy could not answer: {exc.message}"))
+            return events
+        decided = PermissionDecided(
+            ask.request_id, decision.behavior, message, actor="policy", reason=decision.reason
+        )
+        return [*events, Write(data), decided]
+
+    # --- ask_timeout -------------------------------------------------------------------
+
+    def _start_timer(self, request_id: str, timeout: float | None) -> None:
+        if timeout is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a library caller feeding events): no timer
+            return
+        self._timers[request_id] = loop.call_later(timeout, self._expire, request_id, timeout)
+
+    def _expire(self, request_id: str, timeout: float) -> None:
+        self._timers.pop(request_id, None)
+        host = self.host
+        pending = host.stream.pending.get(request_id)
+        if pending is None or not host.process.running:
+            return
+        ask = pending[0]
+        reason = f"nobody answered within {duration_text(timeout)}"
+        try:
+            data = host.adapter.encode_permission_response(ask, False, reason, None)
+        except AgentHostError as exc:
+            log.warning("policy.timeout_unanswerable", request_id=request_id, error=exc.message)
+            return
+        host.stream.write(data)
+        host.stream.publish(
+            [PermissionDecided(request_id, "deny", reason, actor="timeout", reason=reason)]
+        )
+
+    def decided(self, request_id: str) -> None:
+        """``request_id`` is no longer pending: its timer goes."""
+        timer = self._timers.pop(request_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def close(self) -> None:
+        """Cancel every timer (the host is going)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    # --- session grants ----------------------------------------------------------------
+
+    def check_remember(self, answer: RespondRequest) -> None:
+        """Refuse ``remember: "session"`` on a denial, or when config.toml turned
+        session grants off."""
+        if answer.behavior != "allow":
+            raise InvalidPayload(
+                'remember "session" only goes with behavior "allow": a denial is never '
+                "remembered (deny rules in config.toml are)"
+            )
+        config = self.config.get()
+        if not config.policy.session_grants:
+            raise Forbidden(
+                "allow for this session is turned off by config.toml "
+                "([policy] session_grants = false)"
+            )
+
+    def remember(self, request: dict[str, Any], actor: str) -> Grant:
+        """Allow what ``request`` asked (same tool, exact command) for the session."""
+        host = self.host
+        grant = grant_for(subject_of(request, host.agent_id, host.config.project), actor)
+        if grant not in self.grants:
+            self.grants.append(grant)
+        log.info("policy.granted", tool=grant.tool, actor=actor)
+        return grant
+
+
+def duration_text(seconds: float) -> str:
+    """``15m``, ``2h``, ``90s``, ``0.5s``: a time limit as config.toml writes it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

@@ -1,0 +1,196 @@
+"""The approval policy in a real host with the demo agent: rules of config.toml decide
+before anyone is asked, session grants, ask_timeout, a config edited or broken while
+the host runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conftest import HostFactory
+from hosttools import RawConn, attached, entries, events_until, history, is_state, states
+
+ALLOW = """
+[[policy.rule]]
+tool = "Bash"
+command = "touch demo*"
+decision = "allow"
+reason = "the demo may leave marks"
+"""
+
+DENY = """
+[[policy.rule]]
+tool = "Bash"
+decision = "deny"
+"""
+
+
+def write_config(home: Path, text: str) -> None:
+    (home / "config.toml").write_text(text)
+
+
+def ask_turn(conn: RawConn) -> list[dict[str, Any]]:
+    """Send /ask; the events up to the end of its turn (state idle or waiting)."""
+    assert conn.request("host.send", {"input": "/ask"})["success"]
+    return events_until(conn, lambda e: e["type"] == "state" and e["state"] in ("idle", "waiting"))
+
+
+def decisions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e["decision"] for e in events if e["type"] == "permission_response"]
+
+
+def audit(events: list[dict[str, Any]]) -> list[str]:
+    return [e["content"] for e in entries(events) if e["role"] == "permission"]
+
+
+def test_an_allow_rule_answers_without_a_person(home: Path, host_factory: HostFactory) -> None:
+    write_config(home, ALLOW)
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        events = ask_turn(conn)
+    assert "waiting" not in states(events) and states(events)[-1] == "idle"
+    (request,) = [e for e in events if e["type"] == "permission_request"]
+    (decision,) = decisions(events)
+    assert decision["actor"] == "policy" and decision["behavior"] == "allow"
+    reason = 'rule 1 (tool Bash, command "touch demo*"): the demo may leave marks'
+    assert decision["reason"] == reason
+    assert decision["request_id"] == request["request"]["request_id"]
+    ran = [e.get("tool_result") for e in entries(events)]
+    assert "(demo) ran: touch demo-was-here" in ran
+    assert audit(events) == [f"allowed by policy: {reason}"]
+    kept = [e["content"] for e in history(host) if e["role"] == "permission"]
+    assert kept == [f"allowed by policy: {reason}"]
+    assert host.agent()["pending_requests"] == 0
+
+
+def test_a_deny_rule_refuses_without_a_person(home: Path, host_factory: HostFactory) -> None:
+    write_config(home, DENY)
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        events = ask_turn(conn)
+    assert "waiting" not in states(events)
+    (decision,) = decisions(events)
+    assert decision["behavior"] == "deny" and decision["actor"] == "policy"
+    assert decision["reason"] == "rule 1 (tool Bash)"
+    results = [e for e in entries(events) if "tool_result" in e]
+    assert results[0]["is_error"] is True
+    assert "denied by the approval policy: rule 1 (tool Bash)" in results[0]["tool_result"]
+    assert audit(events) == ["denied by policy: rule 1 (tool Bash)"]
+
+
+def test_without_a_rule_a_person_decides(home: Path, host_factory: HostFactory) -> None:
+    write_config(home, '[[policy.rule]]\ntool = "Read"\ndecision = "allow"\n')
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        events = ask_turn(conn)
+        assert states(events)[-1] == "waiting" and decisions(events) == []
+        assert host.agent()["pending_requests"] == 1
+
+
+def test_ask_timeout_denies_a_request_nobody_answered(
+    home: Path, host_factory: HostFactory
+) -> None:
+    write_config(home, "[policy]\nask_timeout = 0.5\n")
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        events = ask_turn(conn)
+        assert states(events)[-1] == "waiting"
+        events = events_until(conn, is_state("idle"))
+    (decision,) = decisions(events)
+    assert decision["actor"] == "timeout" and decision["behavior"] == "deny"
+    assert decision["reason"] == "nobody answered within 0.5s"
+    assert audit(events) == ["denied by timeout: nobody answered within 0.5s"]
+
+
+def test_an_answer_in_time_cancels_the_timeout(home: Path, host_factory: HostFactory) -> None:
+    write_config(home, '[policy]\nask_timeout = "1s"\n')
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        rid = [e for e in ask_turn(conn) if e["type"] == "permission_request"][0]
+        rid = rid["request"]["request_id"]
+        assert conn.request("host.respond", {"request_id": rid, "behavior": "allow"})["success"]
+        events = events_until(conn, is_state("idle"))
+        # a second request: its own timer fires, the first one's was cancelled
+        events += ask_turn(conn) + events_until(conn, is_state("idle"))
+    actors = [d["actor"] for d in decisions(events)]
+    assert actors == ["client", "timeout"]
+
+
+def test_allow_for_this_session(home: Path, host_factory: HostFactory) -> None:
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        events = ask_turn(conn)
+        rid = [e for e in events if e["type"] == "permission_request"][0]["request"]["request_id"]
+        denied = conn.request(
+            "host.respond",
+            {"request_id": rid, "behavior": "deny", "remember": "session"},
+        )
+        assert denied["code"] == "invalid_payload" and "only goes with" in denied["error"]
+        answer = {"request_id": rid, "behavior": "allow", "remember": "session"}
+        assert conn.request("host.respond", {**answer, "actor": "terminal"})["success"]
+        events = events_until(conn, is_state("idle"))
+        assert decisions(events)[0]["remember"] == "session"
+        again = ask_turn(conn)
+    assert "waiting" not in states(again)
+    (decision,) = decisions(again)
+    assert decision["actor"] == "policy"
+    assert decision["reason"] == "allowed for this session by terminal"
+
+
+def test_session_grants_can_be_turned_off(home: Path, host_factory: HostFactory) -> None:
+    write_config(home, "[policy]\nsession_grants = false\n")
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        rid = [e for e in ask_turn(conn) if e["type"] == "permission_request"][0]
+        answer = {"request_id": rid["request"]["request_id"], "behavior": "allow"}
+        refused = conn.request("host.respond", {**answer, "remember": "session"})
+        assert refused["code"] == "forbidden" and "session_grants = false" in refused["error"]
+        assert host.agent()["pending_requests"] == 1  # refused, not lost
+        assert conn.request("host.respond", answer)["success"]
+
+
+def test_a_deny_rule_beats_a_session_grant(home: Path, host_factory: HostFactory) -> None:
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        rid = [e for e in ask_turn(conn) if e["type"] == "permission_request"][0]
+        answer = {"request_id": rid["request"]["request_id"], "behavior": "allow"}
+        assert conn.request("host.respond", {**answer, "remember": "session"})["success"]
+        events_until(conn, is_state("idle"))
+        write_config(home, DENY)  # edited while the host runs
+        events = ask_turn(conn)
+    (decision,) = decisions(events)
+    assert decision["behavior"] == "deny" and decision["actor"] == "policy"
+
+
+def test_config_edited_while_the_host_runs(home: Path, host_factory: HostFactory) -> None:
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        rid = [e for e in ask_turn(conn) if e["type"] == "permission_request"][0]
+        rid = rid["request"]["request_id"]
+        assert conn.request("host.respond", {"request_id": rid, "behavior": "allow"})["success"]
+        events_until(conn, is_state("idle"))
+        write_config(home, ALLOW)
+        events = ask_turn(conn)
+    assert "waiting" not in states(events)
+    assert decisions(events)[0]["actor"] == "policy"
+
+
+def test_an_invalid_config_asks_for_everything_and_says_why(
+    home: Path, host_factory: HostFactory
+) -> None:
+    write_config(home, ALLOW + "\n[policy]\nask_timeot = 3\n")  # a typo
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        events = ask_turn(conn)
+        assert states(events)[-1] == "waiting" and decisions(events) == []
+        (error,) = [e["error"] for e in events if e["type"] == "error"]
+        assert "config.toml" in error and "ask_timeot" in error
+        assert error.endswith("the approval policy asks for everything until it is fixed")
+        rid = [e for e in events if e["type"] == "permission_request"][0]["request"]
+        assert conn.request("host.respond", {"request_id": rid["request_id"], "behavior": "allow"})[
+            "success"
+        ]
+        events_until(conn, is_state("idle"))
+        again = ask_turn(conn)  # the same error is not repeated
+        assert [e for e in again if e["type"] == "error"] == []
+        assert states(again)[-1] == "waiting"
