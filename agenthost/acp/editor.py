@@ -156,7 +156,10 @@ class EditorBridge:
             try:
                 await self._retrying(
                     lambda c: c.respond(
-                        effect.request_id, effect.behavior, option_id=effect.option_id
+                        effect.request_id,
+                        effect.behavior,
+                        option_id=effect.option_id,
+                        actor="acp",
                     )
                 )
             except UnknownRequest:  # answered elsewhere first: the editor's answer is moot

@@ -5,7 +5,8 @@ spinner and the time the agent has been working while it runs, a question when i
 waits for a permission. Keys:
 
 * Enter sends the line to the agent (or answers a permission question: ``y`` allows,
-  ``n [reason]`` denies).
+  ``n [reason]`` denies, ``a`` or ``always`` allows it and the same tool and command
+  for the rest of the session).
 * Ctrl-C interrupts the agent's current turn (the agent keeps running). An agent
   without turns (``lines``) is interrupted by SIGINT to its processes, which usually
   ends it: there the first Ctrl-C only says so, and a second one within
@@ -30,6 +31,7 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _DETACH = object()
 CONFIRM_WINDOW = 2.0  # seconds within which a second Ctrl-C confirms a SIGINT
 RUNNING = ("running", "waiting")  # states with something to interrupt
+_ANSWERS = frozenset({"y", "yes", "n", "no", "a", "always"})  # to a permission question
 
 
 class Terminal:
@@ -117,7 +119,7 @@ class Terminal:
         if session.pending:
             request = next(iter(session.pending.values()))
             what = fit(f"{request.tool_name}({request.tool_input})", 50)
-            return s.yellow(f"allow {what}? [y/n] ")
+            return s.yellow(f"allow {what}? [y/n/a(lways)] ")
         if session.state == "running":
             elapsed = time.monotonic() - self._since
             frame = SPINNER[int(elapsed * 5) % len(SPINNER)]
@@ -133,12 +135,17 @@ class Terminal:
             session.note("not connected to the host right now; try again in a moment")
             return
         try:
-            if session.pending and text.split()[0].lower() in ("y", "yes", "n", "no"):
+            word = text.split()[0].lower()
+            if session.pending and word in _ANSWERS:
                 request = next(iter(session.pending.values()))
-                allow = text.split()[0].lower() in ("y", "yes")
+                allow = word not in ("n", "no")
                 reason = text.split(maxsplit=1)[1] if not allow and " " in text else None
                 await client.respond(
-                    request.request_id, "allow" if allow else "deny", message=reason
+                    request.request_id,
+                    "allow" if allow else "deny",
+                    message=reason,
+                    actor="terminal",
+                    remember="session" if word in ("a", "always") else None,
                 )
             else:
                 await client.send(text)

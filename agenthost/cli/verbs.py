@@ -329,6 +329,13 @@ def pending(agent_id: str, home: Path | None, remote: Remote | None, as_json: bo
     help="Pick one of the answers the agent offers (an ACP agent's options, shown by "
     "`agenthost pending --json`), e.g. its 'allow always'.",
 )
+@click.option(
+    "--session",
+    "for_session",
+    is_flag=True,
+    help="Allow it, and the same tool with the same command for the rest of the agent's "
+    "session, without asking (allow only; see docs/policy.md).",
+)
 @remote_option
 @home_option
 @json_option
@@ -340,6 +347,7 @@ def respond(
     message: str | None,
     updated_input: str | None,
     option_id: str | None,
+    for_session: bool,
     home: Path | None,
     remote: Remote | None,
     as_json: bool,
@@ -358,6 +366,10 @@ def respond(
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--input") from None
         if not isinstance(new_input, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--input")
+    if for_session and behavior != "allow":
+        raise click.BadParameter(
+            "only goes with allow: a denial is never remembered", param_hint="--session"
+        )
     with Client(agent_id, home=home, remote=remote) as client:
         result = client.respond(
             request_id,
@@ -365,9 +377,12 @@ def respond(
             message=message,
             updated_input=new_input,
             option_id=option_id,
+            actor="cli",
+            remember="session" if for_session else None,
         )
     if as_json:
         print_json({"ok": True, **result.model_dump(mode="json")})
     else:
         done = "allowed" if result.behavior == "allow" else "denied"
-        click.echo(f"{done} {result.request_id} for {agent_id}")
+        rest = " (and the same for the rest of the session)" if for_session else ""
+        click.echo(f"{done} {result.request_id} for {agent_id}{rest}")

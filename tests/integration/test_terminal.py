@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hosttools import PY, HostProc, wait_for
+from hosttools import PY, HostProc, history, wait_for
 
 HostFactory = Callable[..., HostProc]  # the host_factory fixture of tests/conftest.py
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -196,16 +196,33 @@ def test_answering_permission_requests(host_factory: HostFactory, term: Tmux) ->
     term.start(f"{ATTACH} d1")
     term.wait("Ctrl-] detaches")
     term.type("/ask")
-    term.wait("allow Bash(touch demo-was-here)? [y/n]")  # the prompt asks...
+    term.wait("allow Bash(touch demo-was-here)? [y/n/a(lways)]")  # the prompt asks...
     term.wait("? Bash wants to run: touch demo-was-here")  # ...and the event says what
     term.type("y")
     term.wait("Done: permission granted, command run.")
     term.type("/ask")
-    term.wait("[y/n]")
+    term.wait("[y/n/a(lways)]")
     term.type("n not in this directory")
     screen = term.wait("Understood, I did not run it.")
     assert "· denied: not in this directory" in screen
     assert "Permission denied: not in this directory" in screen
+
+
+def test_allow_always_from_the_terminal(host_factory: HostFactory, term: Tmux) -> None:
+    host = demo(host_factory)
+    term.start(f"{ATTACH} d1")
+    term.wait("Ctrl-] detaches")
+    term.type("/ask")
+    term.wait("[y/n/a(lways)]")
+    term.type("a")
+    term.wait("allowed by terminal (and for the rest of the session)")
+    term.type("/ask")  # the same command again: the session grant answers it
+    term.wait("allowed by policy: allowed for this session by terminal")
+    decided = [e["content"] for e in history(host) if e["role"] == "permission"]
+    assert decided == [
+        "allowed by terminal (and for the rest of the session)",
+        "allowed by policy: allowed for this session by terminal",
+    ]
 
 
 def test_host_killed_and_replaced_while_attached(host_factory: HostFactory, term: Tmux) -> None:
