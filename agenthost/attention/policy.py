@@ -169,14 +169,14 @@ def operators(text: str) -> frozenset[str]:
     return frozenset(_OPERATORS.findall(text))
 
 
-def _command_matches(rule: Rule, command: str) -> bool:
+def _command_matches(rule: Rule, command: str, safe: bool = True) -> bool:
     if rule.command is not None:
         pattern = rule.command
         matched = fnmatchcase(command, pattern)
     else:
         pattern = rule.command_regex or ""
         matched = re.fullmatch(pattern, command) is not None
-    if matched and rule.decision == "allow":
+    if matched and safe and rule.decision == "allow":
         # `git status*` must not allow `git status; rm -rf /`: every operator the
         # command uses must be written in the pattern itself
         return operators(command) <= operators(pattern)
@@ -190,9 +190,10 @@ def _paths_match(rule: Rule, paths: Sequence[str]) -> bool:
     return all(hits) if rule.decision == "allow" else any(hits)
 
 
-def matches(rule: Rule, subject: Subject) -> bool:
+def matches(rule: Rule, subject: Subject, *, safe: bool = True) -> bool:
     """Whether everything ``rule`` names matches ``subject`` (a rule naming a command
-    or a path never matches a request without one)."""
+    or a path never matches a request without one). ``safe=False`` leaves out the
+    chaining safety of allow rules (to explain why one did not match)."""
     if rule.tool is not None and not fnmatchcase(subject.tool, rule.tool):
         return False
     if rule.agent is not None and not fnmatchcase(subject.agent_id, rule.agent):
@@ -200,7 +201,7 @@ def matches(rule: Rule, subject: Subject) -> bool:
     if rule.project is not None and not fnmatchcase(subject.project, rule.project):
         return False
     if rule.command is not None or rule.command_regex is not None:
-        if subject.command is None or not _command_matches(rule, subject.command):
+        if subject.command is None or not _command_matches(rule, subject.command, safe):
             return False
     if rule.path is not None:
         if not subject.paths or not _paths_match(rule, subject.paths):
@@ -233,7 +234,20 @@ def decide(rules: Sequence[Rule], subject: Subject, grants: Iterable[Grant] = ()
                 return granted
         reason = f"{text}: {rule.reason}" if rule.reason else text
         return Decision(rule.decision, reason, number, "rule")
-    return _granted(subject, grants) or Decision("ask", DEFAULT_REASON)
+    return _granted(subject, grants) or Decision("ask", DEFAULT_REASON + _near_miss(rules, subject))
+
+
+def _near_miss(rules: Sequence[Rule], subject: Subject) -> str:
+    """Why an allow rule that looks like it matches did not: the chaining safety."""
+    for number, rule in enumerate(rules, 1):
+        if rule.decision == "allow" and subject.command and matches(rule, subject, safe=False):
+            pattern = rule.command or rule.command_regex or ""
+            extra = " ".join(sorted(operators(subject.command) - operators(pattern)))
+            return (
+                f" ({describe(rule, number)} does not allow a command with {extra!r}, "
+                "which its pattern does not contain)"
+            )
+    return ""
 
 
 def _granted(subject: Subject, grants: Iterable[Grant]) -> Decision | None:
@@ -241,3 +255,11 @@ def _granted(subject: Subject, grants: Iterable[Grant]) -> Decision | None:
         if grant.covers(subject):
             return Decision("allow", f"allowed for this session by {grant.actor}", None, "session")
     return None
+
+
+def duration_text(seconds: float) -> str:
+    """``15m``, ``2h``, ``90s``, ``0.5s``: a time limit as config.toml writes it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agenthost.agents.base import AdapterEvent, ErrorNote, PermissionDecided, Write
-from agenthost.attention.policy import Decision, Grant, decide, grant_for, subject_of
+from agenthost.attention.policy import (
+    Decision,
+    Grant,
+    decide,
+    duration_text,
+    grant_for,
+    subject_of,
+)
 from agenthost.config import ConfigFile
 from agenthost.errors import AgentHostError, Forbidden, InvalidPayload
 
@@ -151,11 +158,3 @@ class Approvals:
             self.grants.append(grant)
         log.info("policy.granted", tool=grant.tool, actor=actor)
         return grant
-
-
-def duration_text(seconds: float) -> str:
-    """``15m``, ``2h``, ``90s``, ``0.5s``: a time limit as config.toml writes it."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"

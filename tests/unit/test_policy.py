@@ -16,6 +16,7 @@ from agenthost.attention.policy import (
     command_of,
     decide,
     describe,
+    duration_text,
     grant_for,
     paths_of,
     subject_of,
@@ -286,3 +287,21 @@ def test_an_allow_glob_never_allows_an_operator_it_does_not_contain(
 ) -> None:
     allow = [rule(command="*", decision="allow")]
     assert decide(allow, bash(head + operator + tail)).behavior == "ask"
+
+
+def test_an_ask_says_which_allow_rule_the_chaining_safety_stopped() -> None:
+    rules = [rule(tool="Bash", command="git status*", decision="allow")]
+    decision = decide(rules, bash("git status; rm -rf /"))
+    assert decision.behavior == "ask"
+    assert decision.reason == (
+        'no rule matched: a person decides (rule 1 (tool Bash, command "git status*") '
+        "does not allow a command with ';', which its pattern does not contain)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(900, "15m"), (0.5, "0.5s"), (90, "90s"), (7200, "2h"), (86400, "1d"), (61, "61s")],
+)
+def test_duration_text(seconds: float, text: str) -> None:
+    assert duration_text(seconds) == text
