@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from agenthost._version import __version__
 from agenthost.aio import cancel_all
+from agenthost.attention.notifier import Notifier
 from agenthost.daemon import commands
 from agenthost.daemon.backfill import Backfills, open_source
 from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Held, Hub
@@ -78,6 +79,8 @@ class DaemonConfig:
     watch_buffer_bytes: int = DEFAULT_BUFFER_BYTES
     watch_queue: int = 8 << 20
     log_level: str = "info"
+    notify_flush: float = 2.0
+    """At shutdown, how long notices being delivered get before they are cancelled."""
 
 
 class Daemon:
@@ -98,6 +101,7 @@ class Daemon:
         self.registry: Registry | None = None
         self.supervisor: Supervisor | None = None
         self.server: DaemonServer | None = None
+        self.notifier: Notifier | None = None
         self._stop: asyncio.Event | None = None
         self._chores: set[asyncio.Task[None]] = set()
 
@@ -117,6 +121,9 @@ class Daemon:
                 self.hub,
                 probe_timeout=self.config.probe_timeout,
             )
+            self.notifier = Notifier(self.home)
+            self.notifier.start()
+            self.supervisor.notifier = self.notifier
             log.info("daemon.starting", pid=os.getpid(), home=str(self.home), version=__version__)
             self.report = await reconcile(
                 self.supervisor, attach_timeout=self.config.attach_timeout
@@ -167,6 +174,8 @@ class Daemon:
         if self.supervisor is not None:
             with contextlib.suppress(RegistryError):
                 await self.supervisor.close()
+        if self.notifier is not None:
+            await self.notifier.close(self.config.notify_flush)
         if self.server is not None:
             await self.server.close()
         await self.backfills.close()

@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
@@ -39,6 +39,9 @@ from agenthost.errors import (
 )
 from agenthost.paths import log_path
 from agenthost.protocol import FINAL_STATES, StatusResponse, StopResponse, StreamEvent
+
+if TYPE_CHECKING:
+    from agenthost.attention.notifier import Notifier
 
 log = structlog.get_logger("agenthost.daemon.supervisor")
 
@@ -95,6 +98,8 @@ class Supervisor:
         self._tasks: set[asyncio.Task[None]] = set()
         self.spawning: set[str] = set()
         """Agent ids a ``daemon.spawn`` is under way for."""
+        self.notifier: Notifier | None = None
+        """Told of every event, exit and end of a host (the daemon's notices)."""
 
     # --- requests -----------------------------------------------------------------------
 
@@ -339,6 +344,13 @@ class Supervisor:
             self._write_failed(record.agent_id, exc)
             self._unsaved_ends.append((record.agent_id, end))
         self.hub.notice(NoticeType.HOST_GONE, record.agent_id, status=record.status, reason=reason)
+        if self.notifier is not None:
+            self.notifier.gone(
+                record.agent_id,
+                lost=outcome is Outcome.LOST,
+                stop_requested=outcome is Outcome.STOPPED or agent.host_stopped,
+                at=record.ended_at or time.time(),
+            )
         log.info(
             "host.gone",
             agent_id=record.agent_id,
@@ -380,6 +392,8 @@ class Supervisor:
             new_epoch=attached.new_epoch,
         )
         agent.attached.set()
+        if self.notifier is not None:
+            self.notifier.attached(agent_id, response.epoch, status.agent.project, record.state)
         if record.state in FINAL_STATES and record.status == AgentStatus.RUNNING:
             self._agent_exited(agent)  # it ended while nobody followed; its host lingers
 
@@ -390,6 +404,8 @@ class Supervisor:
         record = agent.record
         record.last_offset = event.offset
         self._dirty.add(agent_id)
+        if self.notifier is not None:
+            self.notifier.event(event)
         if event.type == "state" and event.state:
             record.state = event.state
             if event.state in FINAL_STATES and record.status == AgentStatus.RUNNING:
@@ -450,6 +466,15 @@ class Supervisor:
             state=record.state,
         )
         log.info("agent.exited", agent_id=agent_id, exit_code=record.exit_code)
+        if self.notifier is not None:
+            self.notifier.exited(
+                agent_id,
+                state=record.state,
+                exit_code=record.exit_code,
+                signal=record.signal,
+                stop_requested=agent.stop_requested or agent.host_stopped,
+                at=record.ended_at,
+            )
         failure = is_failure(
             Outcome.EXITED,
             exit_code=record.exit_code,
