@@ -197,9 +197,10 @@ async def _desktop(channel: DesktopChannel, notice: Notice) -> Delivery:
         "--dest", "org.freedesktop.Notifications",
         "--object-path", "/org/freedesktop/Notifications",
         "--method", "org.freedesktop.Notifications.Notify",
-        '"agenthost"', "0", '""',
+        # typed: without introspection gdbus guesses int32 for 0; "-1" would be an option
+        '"agenthost"', "uint32 0", '""',
         _gvariant_string(notice.title), _gvariant_string(notice.message),
-        "@as []", "@a{sv} {}", "-1",
+        "@as []", "@a{sv} {}", "int32 -1",
     ]  # fmt: skip
     code, err = await _run(argv, b"", None, channel.timeout)
     if code is None:
