@@ -7,8 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import HostFactory
-from hosttools import RawConn, attached, entries, events_until, history, is_state, states
+from hosttools import (
+    PY,
+    RawConn,
+    attached,
+    entries,
+    events_until,
+    history,
+    is_result,
+    is_state,
+    states,
+)
 
 ALLOW = """
 [[policy.rule]]
@@ -194,3 +206,26 @@ def test_an_invalid_config_asks_for_everything_and_says_why(
         again = ask_turn(conn)  # the same error is not repeated
         assert [e for e in again if e["type"] == "error"] == []
         assert states(again)[-1] == "waiting"
+
+
+ACP_AGENT = Path(__file__).parent.parent / "fixtures" / "acp_agent.py"
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+def test_an_acp_agents_request_is_decided_with_its_once_option(
+    home: Path, host_factory: HostFactory, decision: str
+) -> None:
+    write_config(home, f'[[policy.rule]]\ncommand = "touch asked*"\ndecision = "{decision}"\n')
+    worktree = home / "wt"
+    worktree.mkdir()
+    command = [PY, "-u", str(ACP_AGENT), "--state", str(home / "sessions")]
+    host = host_factory("acp", "--agent", "acp", "--cwd", str(worktree), command=command)
+    host.wait_state("idle")
+    with attached(host) as conn:
+        assert conn.request("host.send", {"input": "/ask"})["success"]
+        events = events_until(conn, is_result)
+    assert "waiting" not in states(events)
+    (made,) = decisions(events)
+    assert made["behavior"] == decision and made["actor"] == "policy"
+    tools = [e for e in history(host) if e["role"] == "tool" and "tool_result" in e]
+    assert [t["is_error"] for t in tools] == ([False] if decision == "allow" else [True])
