@@ -203,3 +203,31 @@ def test_without_a_rule_codex_waits_for_a_person(
         events = turn(conn, "Write approved.txt.")
         assert states(events)[-1] == "waiting" and decided(events) == []
     assert not (codex.workdir / "approved.txt").exists()
+
+
+def test_allow_for_this_session_covers_the_same_command_only(
+    claude: Callable[[], HostProc], anthropic: FakeAnthropic, dirs: ClaudeDirs
+) -> None:
+    other = "touch other.txt && echo hello"
+    anthropic.add(tool_use("Bash", {"command": WRITE_COMMAND}), text("Marker made."))
+    anthropic.add(tool_use("Bash", {"command": WRITE_COMMAND}), text("Made again."))
+    anthropic.add(tool_use("Bash", {"command": other}), text("Other made."))
+    host = claude()
+    with attached(host) as conn:
+        events = turn(conn, "Make a marker file")
+        (request,) = [e["request"] for e in events if e["type"] == "permission_request"]
+        answer = {"request_id": request["request_id"], "behavior": "allow"}
+        answer |= {"remember": "session", "actor": "terminal"}
+        assert conn.request("host.respond", answer)["success"]
+        events_until(conn, lambda e: e["type"] == "state" and e["state"] == "idle")
+        (dirs.worktree / "marker.txt").unlink()
+        again = turn(conn, "Again")
+        assert states(again)[-1] == "idle" and "waiting" not in states(again)
+        assert (dirs.worktree / "marker.txt").exists()
+        different = turn(conn, "Another file")
+        assert states(different)[-1] == "waiting"
+    assert not (dirs.worktree / "other.txt").exists()
+    assert audit(host) == [
+        "allowed by terminal (and for the rest of the session)",
+        "allowed by policy: allowed for this session by terminal",
+    ]
