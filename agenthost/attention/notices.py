@@ -8,8 +8,9 @@ those whose delay has passed (the daemon asks at :meth:`Notices.next_due`).
 - ``waiting``: an *episode* begins when the state becomes ``waiting`` and ends when it
   leaves it. One notice per episode, ``delay`` seconds after it began, and only if it
   is still open: a request answered at the terminal within the delay notifies nobody.
-- ``failed``: an ``error`` event, or a result with ``is_error``; one per turn (a turn
-  begins when the state becomes ``running``).
+- ``failed``: an ``error`` event during a turn, or a result with ``is_error``; one
+  per turn (a turn begins when the state becomes ``running`` and ends at ``idle``,
+  ``done`` or ``error``).
 - ``died``: the agent exited in state ``error`` without a stop being asked, or its host
   vanished; one per host run.
 - ``finished`` (opt-in): ``running`` -> ``idle``.
@@ -34,6 +35,8 @@ from agenthost.models import StreamEvent
 NOTICE_VERSION: Final = 1
 SLACK: Final = 60.0
 """Seconds added to twice the delay to make the freshness window of replayed events."""
+
+_TURN_STATES: Final = frozenset({"starting", "running", "waiting"})
 
 Settings = Callable[[str, str], AgentNotify]
 """What applies to an agent (id, project): ``NotifyConfig.for_agent`` of the config."""
@@ -217,7 +220,8 @@ class Notices:
         elif event.type == "error" or (
             event.type == "result" and event.result and event.result.get("is_error") is True
         ):
-            if not agent.failed_turn and fresh and "failed" in setting.events:
+            in_turn = agent.state in _TURN_STATES  # an error while idle is the agent's end
+            if in_turn and not agent.failed_turn and fresh and "failed" in setting.events:
                 what = event.error or _result_text(event.result) or "the turn ended with an error"
                 out.append(self._notice(agent, event, "failed", f"failed: {_short(what)}", at))
             agent.failed_turn = True

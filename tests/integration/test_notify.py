@@ -271,6 +271,50 @@ def test_desktop_on_a_bus_without_a_notification_server(tmp_path: Path, session_
     assert "org.freedesktop.Notifications" in done.stdout
 
 
+SYSTEM_PY = "/usr/bin/python3"
+SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "notification_server.py"
+
+
+def has_system_dbus() -> bool:
+    try:
+        done = subprocess.run([SYSTEM_PY, "-c", "import dbus, gi"], capture_output=True, timeout=30)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not has_system_dbus(), reason="needs python3-dbus and python3-gi")
+def test_desktop_notification_reaches_the_server(
+    tmp_path: Path, session_bus: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.jsonl"
+    env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": session_bus}
+    server = subprocess.Popen(
+        [SYSTEM_PY, str(SERVER), str(calls)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline() == "ready\n"
+        (tmp_path / "config.toml").write_text('[notify.channels.desk]\ntype = "desktop"\n')
+        done = notify_cli(tmp_path, "test", env={"DBUS_SESSION_BUS_ADDRESS": session_bus})
+        assert done.returncode == 0, done.stdout
+        assert done.stdout == "desk (desktop): sent\n"
+        (call,) = [json.loads(line) for line in calls.read_text().splitlines()]
+        assert call["app"] == "agenthost" and call["summary"] == "agenthost: test notice"
+        assert call["body"].startswith("This is a test") and call["timeout"] == -1
+        # quotes, backslashes and newlines reach the server as written
+        config = parse_config('[notify.channels.desk]\ntype = "desktop"\n')
+        odd = Notice("failed", "a", "", 'say "hi" \\ there', "two\nlines 'q'", 0.0)
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", session_bus)
+        assert asyncio.run(deliver(config.notify.channels["desk"], odd)).ok
+        last = json.loads(calls.read_text().splitlines()[-1])
+        assert (last["summary"], last["body"]) == ('say "hi" \\ there', "two\nlines 'q'")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        assert server.stdout is not None
+        server.stdout.close()
+
+
 def test_notify_test_reports_each_channel(tmp_path: Path) -> None:
     with sink() as server:
         (tmp_path / "config.toml").write_text(

@@ -117,6 +117,7 @@ CASES: list[tuple[str, tuple[NoticeKind, ...], list[tuple[Any, ...]], list[tuple
      (2, "state", "idle"), (3, "state", "running"), (4, "result-error")],
      [("failed", 2), ("failed", 5)]),
     ("a result that is not an error", DEFAULT, [(0, "state", "running"), (1, "result-ok")], []),
+    ("an error while idle is no failed turn", DEFAULT, [(0, "state", "idle"), (1, "error")], []),
     ("a replayed error", DEFAULT, [(0, "state", "running"), (1, "old-error")], []),
     ("failed not chosen", ("waiting",), [(0, "state", "running"), (1, "error")], []),
     ("died in error", DEFAULT, [(0, "state", "error"), (0, "exit", "error", False)], [("died", 0)]),
