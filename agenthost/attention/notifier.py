@@ -55,6 +55,8 @@ class Notifier:
         self.clock = clock
         self.backoff_first = backoff_first
         self.ledger: Ledger | None = None
+        """Opened with the first delivery: a home without channels gets no file."""
+        self._ledger_error: str | None = None
         self._queue: asyncio.Queue[Notice] = asyncio.Queue(max_queue)
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
@@ -141,11 +143,7 @@ class Notifier:
     # --- running ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the ledger and start the timer and the dispatcher (on the running loop)."""
-        try:
-            self.ledger = Ledger(self.home)
-        except AgentHostError as exc:  # notices still go out, unrecorded and undeduped
-            log.error("notify.ledger_unusable", error=exc.message)
+        """Start the timer and the dispatcher (on the running loop)."""
         loop = asyncio.get_running_loop()
         for coro in (self._timer(), self._dispatch()):
             task = loop.create_task(coro)
@@ -212,11 +210,10 @@ class Notifier:
             if channel is None:
                 continue
             row: int | None = 0
-            if self.ledger is not None:
+            ledger = self._open_ledger()
+            if ledger is not None:
                 try:
-                    row = self.ledger.claim(
-                        notice.key, notice.agent_id, notice.kind, name, notice.title
-                    )
+                    row = ledger.claim(notice.key, notice.agent_id, notice.kind, name, notice.title)
                 except AgentHostError as exc:
                     log.error("notify.ledger_failed", error=exc.message)
             if row is None:
@@ -228,6 +225,16 @@ class Notifier:
             )
             self._deliveries.add(task)
             task.add_done_callback(self._delivered)
+
+    def _open_ledger(self) -> Ledger | None:
+        if self.ledger is None:
+            try:
+                self.ledger = Ledger(self.home)
+            except AgentHostError as exc:  # notices still go out, unrecorded, undeduped
+                if exc.message != self._ledger_error:
+                    log.error("notify.ledger_unusable", error=exc.message)
+                self._ledger_error = exc.message
+        return self.ledger
 
     def _delivered(self, task: asyncio.Task[None]) -> None:
         self._deliveries.discard(task)
