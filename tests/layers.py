@@ -53,6 +53,7 @@ SANS_IO = (
     "agenthost.web.linkpage",
     "agenthost.config",
     "agenthost.attention.links",
+    "agenthost.attention.policy",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

@@ -230,12 +230,16 @@ class EventRenderer:
             room = None if self.width is None else max(8, self.width - len(r.tool_name) - 15)
             head = s.yellow(f"? {r.tool_name} wants to run: ") + s.bold(fit(r.tool_input, room))
             if self.interactive:
-                return head + s.dim("\n  answer below: y (allow) or n [reason] (deny)")
+                return head + s.dim(
+                    "\n  answer below: y (allow), n [reason] (deny) or a (allow for this session)"
+                )
             return head + s.dim(
                 f"\n  answer: agenthost respond {event.agent_id} {r.request_id} allow|deny"
             )
         if event.type == "permission_response" and event.decision is not None:
             d = event.decision
+            if d.actor is not None:
+                return None  # a 1.3 host records it as a `permission` entry next: shown once
             words = {"allow": "allowed", "deny": "denied", "cancelled": "withdrawn"}
             text = f"· {words.get(d.behavior, d.behavior)}"
             return s.dim(text + (f": {d.message}" if d.message else ""))

@@ -204,7 +204,7 @@ def test_answering_permission_requests(host_factory: HostFactory, term: Tmux) ->
     term.wait("[y/n/a(lways)]")
     term.type("n not in this directory")
     screen = term.wait("Understood, I did not run it.")
-    assert "· denied: not in this directory" in screen
+    assert "⚖ Bash: denied by terminal: not in this directory" in screen  # the record
     assert "Permission denied: not in this directory" in screen
 
 

@@ -326,6 +326,11 @@ def test_permission_events_render_with_how_to_answer() -> None:
         }
     )
     assert renderer.render(decided) == "· denied: no"
+    # a 1.3 host says who decided, and records it as a `permission` entry, shown instead
+    recorded = decided.model_copy(
+        update={"decision": decided.decision.model_copy(update={"actor": "web:phone"})}
+    )
+    assert renderer.render(recorded) is None
 
 
 @pytest.mark.parametrize(
