@@ -4,6 +4,8 @@ command, a session bus), ``agenthost notify test`` and ``agenthost notify log``.
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -146,11 +148,12 @@ def test_ntfy_non_ascii_title_is_encoded() -> None:
         config = parse_config(
             f'[notify.channels.p]\ntype = "ntfy"\nurl = "{server.url}/t"\npriority = 2\n'
         )
-        notice = waiting_notice()
-        notice = Notice(**{**{f: getattr(notice, f) for f in notice.__slots__}, "title": "café ☕"})  # type: ignore[arg-type]
+        notice = dataclasses.replace(waiting_notice(), title="café ☕")
         assert asyncio.run(deliver(config.notify.channels["p"], notice)).ok
         (got,) = server.wait(1, "/t")
-    assert got.headers["Title"].startswith("=?UTF-8?B?")
+    title = got.headers["Title"]
+    assert title.startswith("=?UTF-8?B?") and title.endswith("?=")
+    assert base64.b64decode(title[10:-2]).decode() == "café ☕"
     assert (
         got.headers["Priority"] == "2"
         and "Actions" not in got.headers

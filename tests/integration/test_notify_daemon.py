@@ -198,7 +198,7 @@ def test_failed_deliveries_are_retried_then_recorded(world: DaemonWorld, server:
 def test_a_slow_endpoint_does_not_block_the_daemon(world: DaemonWorld, server: Sink) -> None:
     server.hang.set()
     configure(world, '[notify]\ndelay = "0s"\n' + hook(server) + 'timeout = "5m"\n')
-    world.start_daemon("--scan-interval", "0")
+    daemon = world.start_daemon("--scan-interval", "0")
     spawn_demo(world, "n5")
     ask(world, "n5")
     wait_for(lambda: server.hanging >= 1, what="the sink holding a delivery")
@@ -207,6 +207,13 @@ def test_a_slow_endpoint_does_not_block_the_daemon(world: DaemonWorld, server: S
     spawn_demo(world, "n6")  # following a new host goes on
     assert server.hanging >= 1 and world.agents()["n6"]["status"] == "running"
     assert ledger(world) == [("n5", "waiting", "hook", "sending", 0, None)]
+    # shutdown gives the delivery its grace, then cancels it, and says so
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait_exit() == 0
+    assert ledger(world) == [
+        ("n5", "waiting", "hook", "failed", 1, "the daemon stopped before it was sent")
+    ]
+    assert world.host_pids().keys() == {"n5", "n6"}  # the hosts live on
 
 
 def test_overrides_mute_an_agent_and_route_a_project(world: DaemonWorld, server: Sink) -> None:

@@ -256,3 +256,31 @@ channels = ["phone"]
     assert [n.agent_id for n in notices.due()] == ["loud"]
     assert config.notify.for_agent("loud", "web").channels == ("phone",)
     assert config.notify.for_agent("other", "api").channels == ("hook", "phone")
+
+
+def test_a_restarted_daemon_replaying_an_open_episode() -> None:
+    """The same events seen again by a new tracker: the notice is due at the same time,
+    with the same key (the ledger then sends it once)."""
+    first, second = World(), World()
+    steps = ask_steps(None)
+    first.run(steps)
+    second.now = T0 + 6  # restarted 5 s into the episode: replays what it missed
+    for _, what, *args in steps:
+        if what == "state":
+            second.emit("state", age=5.0 if args[0] == "waiting" else 6.0, state=args[0])
+        elif what == "ask":
+            second.emit(
+                "permission_request",
+                age=5.0,
+                request={
+                    "request_id": args[0],
+                    "tool_name": "Bash",
+                    "tool_input": "touch r1",
+                    "created_at": datetime.fromtimestamp(T0 + 1, UTC),
+                },
+            )
+    assert second.notices.next_due() == first.notices.next_due() == T0 + 11
+    first.run([(11, "tick")])
+    second.run([(11, "tick")])
+    assert [n.key for n in second.out] == [n.key for n in first.out] == ["a1|e1|3|waiting"]
+    assert second.out[0].requests == first.out[0].requests
