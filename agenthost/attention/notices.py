@@ -36,6 +36,9 @@ NOTICE_VERSION: Final = 1
 SLACK: Final = 60.0
 """Seconds added to twice the delay to make the freshness window of replayed events."""
 
+_WATCHED: Final = frozenset(
+    {"state", "error", "result", "permission_request", "permission_response"}
+)
 _TURN_STATES: Final = frozenset({"starting", "running", "waiting"})
 
 Settings = Callable[[str, str], AgentNotify]
@@ -200,6 +203,8 @@ class Notices:
 
     def event(self, event: StreamEvent) -> list[Notice]:
         """One stream event; the notices it makes due now."""
+        if event.type not in _WATCHED:  # output, chat: most events, nothing to decide
+            return []
         agent = self._agent(event.agent_id)
         at = event.timestamp.timestamp()
         setting = self.settings(event.agent_id, agent.project)

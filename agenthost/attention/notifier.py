@@ -67,7 +67,9 @@ class Notifier:
     # --- configuration --------------------------------------------------------------
 
     def config(self) -> HomeConfig:
-        """The configuration (the last good one while the file is invalid)."""
+        """The configuration (the last good one while the file is invalid). A stat of
+        the file per call: calls come with state, error and result events, not with
+        every event (output events are not looked at)."""
         config = self.config_file.get()
         error = self.config_file.error
         if error != self._logged_error:

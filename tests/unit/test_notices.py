@@ -284,3 +284,22 @@ def test_a_restarted_daemon_replaying_an_open_episode() -> None:
     second.run([(11, "tick")])
     assert [n.key for n in second.out] == [n.key for n in first.out] == ["a1|e1|3|waiting"]
     assert second.out[0].requests == first.out[0].requests
+
+
+def test_output_events_are_not_looked_at() -> None:
+    """The daemon's hot path: an output event costs no settings lookup (a stat)."""
+    calls: list[str] = []
+
+    def settings(agent_id: str, project: str) -> AgentNotify:
+        calls.append(agent_id)
+        return AgentNotify(DEFAULT, 10.0, ())
+
+    notices = Notices(settings, lambda: T0)
+    stamp = datetime.fromtimestamp(T0, UTC)
+    for offset in range(1, 101):
+        event = {"type": "output", "agent_id": "a1", "offset": offset, "timestamp": stamp}
+        assert notices.event(StreamEvent.model_validate({**event, "data": "x"})) == []
+    assert calls == []
+    event = {"type": "state", "agent_id": "a1", "offset": 101, "timestamp": stamp}
+    notices.event(StreamEvent.model_validate({**event, "state": "running"}))
+    assert calls == ["a1"]
