@@ -87,6 +87,7 @@ class Ledger:
                 self._db = sqlite3.connect(path, isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.executescript(_SCHEMA)
+                self.trim()  # once per opening: a daemon's start, a first delivery
         except sqlite3.Error as exc:
             raise InternalError(f"cannot open the notice ledger {path}: {exc}") from exc
 

@@ -414,3 +414,16 @@ def test_wait_for_is_used_not_sleep(tmp_path: Path) -> None:
         assert wait_for(lambda: server.of("/a"))[0].json()["offset"] == 3
     finally:
         server.close()
+
+
+def test_the_ledger_keeps_the_newest_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agenthost.attention.ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "MAX_ROWS", 3)
+    ledger = Ledger(tmp_path)
+    for i in range(5):
+        assert ledger.claim(f"k{i}", "a", "waiting", "hook", f"t{i}") is not None
+    ledger.close()
+    ledger = Ledger(tmp_path)
+    assert [e.title for e in ledger.entries()] == ["t2", "t3", "t4"]
+    ledger.close()
