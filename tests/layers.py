@@ -54,6 +54,7 @@ SANS_IO = (
     "agenthost.config",
     "agenthost.attention.links",
     "agenthost.attention.policy",
+    "agenthost.attention.notices",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

@@ -135,6 +135,11 @@ class Notifier:
         except Exception:
             log.exception("notify.hook_failed", agent_id=agent_id)
 
+    def forget(self, agent_id: str) -> None:
+        """The agent was forgotten: what was tracked of it goes (a notice under way
+        still goes out)."""
+        self.notices.forget(agent_id)
+
     def _submit(self, notices: list[Notice]) -> None:
         for notice in notices:
             try:

@@ -181,5 +181,7 @@ async def forget(sup: Supervisor, request: ForgetRequest) -> ForgetResponse:
     purged = purge_journal(sup.home, agent_id) if request.purge else False
     sup.agents.pop(agent_id, None)
     sup.hub.forget(agent_id)
+    if sup.notifier is not None:
+        sup.notifier.forget(agent_id)
     forgotten = sup.registry.forget(agent_id)
     return ForgetResponse(agent_id=agent_id, forgotten=forgotten, purged=purged)

@@ -10,12 +10,14 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2e.clis import unavailable
 from notifysink import Sink, closed_port, sink
 
 from agenthost.attention.channels import deliver, signature
@@ -253,6 +255,8 @@ def test_desktop_without_a_session_bus(tmp_path: Path) -> None:
 
 @pytest.fixture
 def session_bus(tmp_path: Path) -> Iterator[str]:
+    if shutil.which("dbus-daemon") is None or shutil.which("gdbus") is None:
+        unavailable("a session bus needs dbus-daemon, and desktop notices gdbus")
     proc = subprocess.Popen(
         ["dbus-daemon", "--session", "--nofork", "--print-address=1",
          "--address", f"unix:path={tmp_path}/bus"],
@@ -286,10 +290,11 @@ def has_system_dbus() -> bool:
     return done.returncode == 0
 
 
-@pytest.mark.skipif(not has_system_dbus(), reason="needs python3-dbus and python3-gi")
 def test_desktop_notification_reaches_the_server(
     tmp_path: Path, session_bus: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if not has_system_dbus():  # a failure in CI, where every real component runs
+        unavailable("the notification server needs Debian's python3-dbus and python3-gi")
     calls = tmp_path / "calls.jsonl"
     env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": session_bus}
     server = subprocess.Popen(
