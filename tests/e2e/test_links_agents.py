@@ -8,9 +8,9 @@ npm; skipped without them unless ``AGENTHOST_E2E_REQUIRED=1``); the gateway as
 tests/web/conftest.py starts it.
 """
 
+# ruff: noqa: F811 (the fixtures imported from asking.py are parameters of the tests)
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +18,21 @@ from typing import Any
 
 import httpx
 import pytest
-from claude_env import DEFAULT_MODEL, FAST_RETRY_ENV, ClaudeDirs, claude_env, temp_dirs
-from clis import require_cli
+from asking import (  # noqa: F401 (fixtures)
+    APPROVAL_COMMAND,
+    WRITE_COMMAND,
+    anthropic,
+    attached,
+    claude,
+    claude_bin,
+    codex,
+    codex_bin,
+    decisions,
+    dirs,
+    openai,
+    start_codex,
+)
+from claude_env import ClaudeDirs
 from codex_env import CodexEnv
 from fakes.anthropic import FakeAnthropic, text, tool_use
 from fakes.openai import FakeOpenAI, shell
@@ -31,14 +44,7 @@ from agenthost.attention.links import new_link, sign
 
 import hosttools
 from conftest import HostFactory
-from hosttools import DEADLINE, Event, HostProc, events_until, history, is_state
-
-WRITE_COMMAND = "touch marker.txt && echo hello"  # not read-only: Claude Code asks first
-APPROVAL_COMMAND = "echo hello | tee approved.txt"
-ASKING = ("--agent-opt", "approval_policy=untrusted")  # Codex asks before every command
-TIMEOUT = 30.0
-
-attached = functools.partial(hosttools.attached, timeout=TIMEOUT)
+from hosttools import DEADLINE, Event, HostProc, events_until, is_state
 
 
 @pytest.fixture
@@ -73,48 +79,7 @@ def asked(conn: hosttools.RawConn, text_in: str) -> Event:
     return request  # type: ignore[no-any-return]
 
 
-def decisions(host: HostProc) -> list[str]:
-    return [e["content"] for e in history(host) if e["role"] == "permission"]
-
-
 # ---- Claude Code -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
-
-
-@pytest.fixture
-def anthropic() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-def dirs() -> Iterator[ClaudeDirs]:
-    with temp_dirs() as created:
-        yield created
-
-
-@pytest.fixture
-def claude(
-    claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic, host_factory: HostFactory
-) -> Callable[[], HostProc]:
-    def factory() -> HostProc:
-        env = claude_env(anthropic.url, dirs, extra={**FAST_RETRY_ENV})
-        env["AGENTHOST_CLAUDE_BIN"] = str(claude_bin)
-        return host_factory(
-            "c1",
-            "--agent",
-            "claude",
-            "--cwd",
-            str(dirs.worktree),
-            command=["--model", DEFAULT_MODEL],
-            env=env,
-        )
-
-    return factory
 
 
 def test_a_link_answers_claude_codes_request_and_the_tool_runs(
@@ -156,26 +121,6 @@ def test_a_deny_link_keeps_claude_code_from_running_the_tool(
 # ---- Codex -----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    return require_cli("codex")
-
-
-@pytest.fixture
-def openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture
-def codex(openai: FakeOpenAI) -> Iterator[CodexEnv]:
-    env = CodexEnv.create(openai.url, request_max_retries=1, stream_max_retries=1)
-    try:
-        yield env
-    finally:
-        env.cleanup()
-
-
 def test_a_link_answers_codexs_request_and_the_command_runs(
     codex_bin: Path,
     codex: CodexEnv,
@@ -185,9 +130,7 @@ def test_a_link_answers_codexs_request_and_the_command_runs(
     home: Path,
 ) -> None:
     openai.enqueue(shell(APPROVAL_COMMAND), openai_text("Written."))
-    env = {**codex.env, "AGENTHOST_CODEX_BIN": str(codex_bin)}
-    host = host_factory("cx1", "--agent", "codex", "--cwd", str(codex.workdir), *ASKING, env=env)
-    host.wait_state("idle", timeout=TIMEOUT)
+    host = start_codex(host_factory, codex, codex_bin)
     with attached(host, offset=0) as conn:
         request = asked(conn, "Write approved.txt.")
         assert request["tool_input"] == APPROVAL_COMMAND

@@ -7,15 +7,27 @@ Set up as tests/e2e/test_claude_host.py and test_codex_host.py (the CLIs install
 npm; skipped without them unless ``AGENTHOST_E2E_REQUIRED=1``).
 """
 
+# ruff: noqa: F811 (the fixtures imported from asking.py are parameters of the tests)
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-from claude_env import DEFAULT_MODEL, FAST_RETRY_ENV, ClaudeDirs, claude_env, temp_dirs
-from clis import require_cli
+from asking import (  # noqa: F401 (fixtures)
+    APPROVAL_COMMAND,
+    WRITE_COMMAND,
+    anthropic,
+    attached,
+    claude,
+    claude_bin,
+    codex,
+    codex_bin,
+    decisions,
+    dirs,
+    openai,
+    start_codex,
+)
+from claude_env import ClaudeDirs
 from codex_env import CodexEnv
 from fakes.anthropic import FakeAnthropic, text, tool_use
 from fakes.openai import FakeOpenAI, shell
@@ -23,14 +35,7 @@ from fakes.openai import text as openai_text
 
 import hosttools
 from conftest import HostFactory
-from hosttools import Event, HostProc, events_until, history, states
-
-WRITE_COMMAND = "touch marker.txt && echo hello"  # not read-only: Claude Code asks first
-APPROVAL_COMMAND = "echo hello | tee approved.txt"
-ASKING = ("--agent-opt", "approval_policy=untrusted")  # Codex asks before every command
-TIMEOUT = 30.0
-
-attached = functools.partial(hosttools.attached, timeout=TIMEOUT)
+from hosttools import Event, HostProc, events_until, states
 
 
 def rules(home: Path, *lines: str) -> None:
@@ -47,48 +52,7 @@ def decided(events: list[Event]) -> list[dict[str, str]]:
     return [e["decision"] for e in events if e["type"] == "permission_response"]
 
 
-def audit(host: HostProc) -> list[str]:
-    return [e["content"] for e in history(host) if e["role"] == "permission"]
-
-
 # ---- Claude Code -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
-
-
-@pytest.fixture
-def anthropic() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-def dirs() -> Iterator[ClaudeDirs]:
-    with temp_dirs() as created:
-        yield created
-
-
-@pytest.fixture
-def claude(
-    claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic, host_factory: HostFactory
-) -> Callable[[], HostProc]:
-    def factory() -> HostProc:
-        env = claude_env(anthropic.url, dirs, extra={**FAST_RETRY_ENV})
-        env["AGENTHOST_CLAUDE_BIN"] = str(claude_bin)
-        return host_factory(
-            "c1",
-            "--agent",
-            "claude",
-            "--cwd",
-            str(dirs.worktree),
-            command=["--model", DEFAULT_MODEL],
-            env=env,
-        )
-
-    return factory
 
 
 def test_an_allow_rule_answers_claude_code_and_the_tool_runs(
@@ -104,7 +68,7 @@ def test_an_allow_rule_answers_claude_code_and_the_tool_runs(
     (decision,) = decided(events)
     assert decision["actor"] == "policy" and decision["behavior"] == "allow"
     assert (dirs.worktree / "marker.txt").exists()  # the real CLI ran it
-    assert audit(host) == ['allowed by policy: rule 1 (tool Bash, command "touch * && echo *")']
+    assert decisions(host) == ['allowed by policy: rule 1 (tool Bash, command "touch * && echo *")']
 
 
 def test_a_deny_rule_keeps_claude_code_from_running_the_tool(
@@ -118,7 +82,7 @@ def test_a_deny_rule_keeps_claude_code_from_running_the_tool(
     assert states(events)[-1] == "idle" and "waiting" not in states(events)
     assert decided(events)[0]["behavior"] == "deny"
     assert not (dirs.worktree / "marker.txt").exists()
-    assert audit(host) == ['denied by policy: rule 1 (tool Bash, command "touch *"): no marks']
+    assert decisions(host) == ['denied by policy: rule 1 (tool Bash, command "touch *"): no marks']
     # what the model was told: the tool result carries the policy's reason
     assert "denied by the approval policy" in str(anthropic.turn_requests()[-1].messages)
 
@@ -139,33 +103,6 @@ def test_a_chained_command_escapes_an_allow_rule_and_waits_for_a_person(
 # ---- Codex -----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    return require_cli("codex")
-
-
-@pytest.fixture
-def openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture
-def codex(openai: FakeOpenAI) -> Iterator[CodexEnv]:
-    env = CodexEnv.create(openai.url, request_max_retries=1, stream_max_retries=1)
-    try:
-        yield env
-    finally:
-        env.cleanup()
-
-
-def start_codex(host_factory: HostFactory, codex: CodexEnv, codex_bin: Path) -> HostProc:
-    env = {**codex.env, "AGENTHOST_CODEX_BIN": str(codex_bin)}
-    host = host_factory("cx1", "--agent", "codex", "--cwd", str(codex.workdir), *ASKING, env=env)
-    host.wait_state("idle", timeout=TIMEOUT)
-    return host
-
-
 def test_an_allow_rule_answers_codex_and_the_command_runs(
     codex_bin: Path, codex: CodexEnv, openai: FakeOpenAI, host_factory: HostFactory, home: Path
 ) -> None:
@@ -177,7 +114,7 @@ def test_an_allow_rule_answers_codex_and_the_command_runs(
         events = turn(conn, "Write approved.txt.")
     assert states(events)[-1] == "idle" and "waiting" not in states(events)
     assert (codex.workdir / "approved.txt").read_text() == "hello\n"
-    assert audit(host) == ['allowed by policy: rule 1 (tool shell, command "echo * | tee *")']
+    assert decisions(host) == ['allowed by policy: rule 1 (tool shell, command "echo * | tee *")']
 
 
 def test_a_deny_rule_refuses_codex(
@@ -190,7 +127,7 @@ def test_a_deny_rule_refuses_codex(
         events = turn(conn, "Write approved.txt.")
     assert "waiting" not in states(events)
     assert not (codex.workdir / "approved.txt").exists()
-    assert audit(host) == ["denied by policy: rule 1 (tool shell)"]
+    assert decisions(host) == ["denied by policy: rule 1 (tool shell)"]
 
 
 def test_without_a_rule_codex_waits_for_a_person(
@@ -227,7 +164,7 @@ def test_allow_for_this_session_covers_the_same_command_only(
         different = turn(conn, "Another file")
         assert states(different)[-1] == "waiting"
     assert not (dirs.worktree / "other.txt").exists()
-    assert audit(host) == [
+    assert decisions(host) == [
         "allowed by terminal (and for the rest of the session)",
         "allowed by policy: allowed for this session by terminal",
     ]
