@@ -17,10 +17,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from agenthost.attention.notices import Notice
 from agenthost.config import Channel, CommandChannel, DesktopChannel, NtfyChannel, WebhookChannel
+
+if TYPE_CHECKING:
+    import httpx
 
 USER_AGENT: Final = "agenthost-notify/1"
 _PRIORITY: Final = {"waiting": 4, "failed": 4, "died": 5, "finished": 3}
@@ -80,12 +83,35 @@ def body_of(notice: Notice) -> bytes:
     return json.dumps(notice.to_json(), ensure_ascii=False).encode()
 
 
-async def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Delivery:
+_http: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
+
+
+def _client() -> httpx.AsyncClient:
+    """The HTTP client of this event loop, made at its first use. One for all
+    deliveries: a client per delivery built a TLS context each time (loading the CA
+    certificates), which cost ~20 ms of CPU per notice (benchmarks/attention.py)."""
+    global _http
     import httpx  # only when an HTTP channel is used
 
+    loop = asyncio.get_running_loop()
+    if _http is None or _http[0] is not loop or _http[1].is_closed:
+        _http = (loop, httpx.AsyncClient(follow_redirects=False))
+    return _http[1]
+
+
+async def close_http() -> None:
+    """Close the shared HTTP client (at the end of the loop that used it)."""
+    global _http
+    if _http is not None:
+        client, _http = _http[1], None
+        await client.aclose()
+
+
+async def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Delivery:
+    import httpx
+
     try:
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
-            response = await client.post(url, content=body, headers=headers)
+        response = await _client().post(url, content=body, headers=headers, timeout=timeout)
     except httpx.TimeoutException:
         return failed(f"no answer from {url} within {timeout:g}s")
     except httpx.HTTPError as exc:

@@ -22,7 +22,7 @@ from typing import Final
 
 import structlog
 
-from agenthost.attention.channels import Delivery, deliver, failed
+from agenthost.attention.channels import Delivery, close_http, deliver, failed
 from agenthost.attention.keys import link_key
 from agenthost.attention.ledger import Ledger, Status
 from agenthost.attention.notices import Notice, Notices, with_links
@@ -168,6 +168,7 @@ class Notifier:
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+        await close_http()
         if self.ledger is not None:
             self.ledger.close()
             self.ledger = None

@@ -29,7 +29,7 @@ def test_command(only: str | None, home: Path | None, as_json: bool) -> None:
     import asyncio
     import time
 
-    from agenthost.attention.channels import deliver
+    from agenthost.attention.channels import close_http, deliver
     from agenthost.attention.notices import sample_notice, with_links
     from agenthost.config import load_config
     from agenthost.errors import ConfigError
@@ -53,7 +53,10 @@ def test_command(only: str | None, home: Path | None, as_json: bool) -> None:
     )
 
     async def send_all() -> list[Any]:
-        return await asyncio.gather(*(deliver(c, notice) for c in channels.values()))
+        try:
+            return await asyncio.gather(*(deliver(c, notice) for c in channels.values()))
+        finally:
+            await close_http()
 
     results = dict(zip(channels, asyncio.run(send_all()), strict=True))
     if as_json:
