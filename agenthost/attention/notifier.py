@@ -146,6 +146,25 @@ class Notifier:
                 self._queue.put_nowait(notice)
             except asyncio.QueueFull:
                 log.error("notify.dropped", agent_id=notice.agent_id, kind=notice.kind)
+                self._dropped(notice)
+
+    def _dropped(self, notice: Notice) -> None:
+        """Record a notice the full queue refused as failed, on each of its channels:
+        the record says what was not sent, and why."""
+        setting = self.config().notify.for_agent(notice.agent_id, notice.project)
+        if notice.kind not in setting.events:
+            return
+        ledger = self._open_ledger()
+        if ledger is None:  # the log says so
+            return
+        why = failed(f"not sent: {self._queue.maxsize} notices were already waiting")
+        for name in setting.channels:
+            try:
+                row = ledger.claim(notice.key, notice.agent_id, notice.kind, name, notice.title)
+            except AgentHostError:
+                return
+            if row is not None:
+                self._record(row, "failed", 0, why)
 
     # --- running ----------------------------------------------------------------------
 

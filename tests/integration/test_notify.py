@@ -432,3 +432,25 @@ def test_the_ledger_keeps_the_newest_rows(tmp_path: Path, monkeypatch: pytest.Mo
     ledger = Ledger(tmp_path)
     assert [e.title for e in ledger.entries()] == ["t2", "t3", "t4"]
     ledger.close()
+
+
+def test_a_notice_the_full_queue_refuses_is_recorded_as_failed(tmp_path: Path) -> None:
+    from agenthost.attention.notifier import Notifier
+
+    (tmp_path / "config.toml").write_text(
+        '[notify.channels.hook]\ntype = "webhook"\nurl = "http://127.0.0.1:9/x"\n'
+    )
+    notifier = Notifier(tmp_path, max_queue=1)  # not started: nothing drains the queue
+    first = waiting_notice()
+    second = dataclasses.replace(first, offset=first.offset + 1)
+    notifier._submit([first, second])
+    assert notifier.ledger is not None
+    (entry,) = notifier.ledger.entries()
+    assert (entry.kind, entry.channel, entry.status, entry.attempts) == (
+        "waiting",
+        "hook",
+        "failed",
+        0,
+    )
+    assert entry.why == "not sent: 1 notices were already waiting"
+    notifier.ledger.close()
