@@ -210,3 +210,22 @@ def test_the_web_sse_benchmark_reports_its_figures() -> None:
     assert rows[0]["events_per_stream"] == rows[1]["events_per_stream"] > 5
     for row in rows:
         assert _positive(row["gateway_pss_mib"]) and _positive(row["gateway_pss_after_mib"])
+
+
+def test_the_attention_benchmark_reports_its_figures() -> None:
+    script = ROOT / "benchmarks" / "attention.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=150,  # a hang guard, not a speed assertion
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
+    figures = json.loads(proc.stdout)
+    assert figures["decide"]["rules"] == 50 and figures["decide"]["us_per_decision"] > 0
+    host = figures["host"]
+    assert host["pss_after_first_ask_kib"] > 0 and host["cpu_ms_per_turn_policy"] > 0
+    daemon = figures["daemon"]
+    # 2 agents x 3 turns: the same events followed, each finished turn notified once
+    assert daemon["without_notices"]["events"] == daemon["with_notices"]["events"] > 0
+    assert daemon["with_notices"]["notices"] == 6
