@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 
 from agenthost.errors import InternalError
 from agenthost.paths import ensure_private_dir
+from agenthost.privatedb import open_private, open_readonly
 
 Status = Literal["sending", "retrying", "sent", "failed"]
 MAX_ROWS: Final = 10_000
@@ -81,14 +82,14 @@ class Ledger:
         path = ledger_path(home)
         try:
             if readonly:
-                self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+                self._db = open_readonly(path)
             else:
                 ensure_private_dir(path.parent)
-                self._db = sqlite3.connect(path, isolation_level=None)
+                self._db = open_private(path, isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.executescript(_SCHEMA)
                 self.trim()  # once per opening: a daemon's start, a first delivery
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise InternalError(f"cannot open the notice ledger {path}: {exc}") from exc
 
     def close(self) -> None:

@@ -15,10 +15,8 @@ plus an ``exits`` log of every end (exited, lost, stopped).
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import time
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -29,6 +27,7 @@ from pydantic import ValidationError
 
 from agenthost.daemon.protocol import AgentStatus, DaemonAgent, SpawnSpec
 from agenthost.errors import RegistryError
+from agenthost.privatedb import open_private, open_readonly
 
 SCHEMA_VERSION: Final = 1
 EXITS_KEPT: Final = 100  # per agent: enough to see a crash loop, bounded for ever-running ones
@@ -169,14 +168,9 @@ class Registry:
         self.readonly = readonly
         try:
             if readonly:
-                # quoted: a home with "?" or "#" in its name is still a path
-                uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
+                self._db = open_readonly(path, isolation_level=None, timeout=5.0)
             else:
-                # created 0600 before SQLite opens it (SQLite would use the umask); its
-                # -wal and -shm files take the database file's permissions
-                os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-                self._db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+                self._db = open_private(path, isolation_level=None, timeout=5.0)
             self._db.row_factory = sqlite3.Row
             self._setup()
         except (sqlite3.Error, OSError) as exc:

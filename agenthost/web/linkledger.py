@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from agenthost.errors import ConfigError
+from agenthost.privatedb import open_private
 
 BUSY_MS: Final = 5000
 """How long a claim waits for another process's write to the ledger."""
@@ -39,7 +40,7 @@ class LinkLedger:
     def _connect(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)
+            conn = open_private(self.path, timeout=BUSY_MS / 1000, isolation_level=None)
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS used ("
                 " nonce TEXT PRIMARY KEY, expires INTEGER NOT NULL, used_at REAL NOT NULL)"
