@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -62,17 +62,7 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         """The entry as ``notify log --json`` prints it."""
-        return {
-            "id": self.id,
-            "time": self.time,
-            "agent": self.agent,
-            "kind": self.kind,
-            "channel": self.channel,
-            "status": self.status,
-            "attempts": self.attempts,
-            "why": self.why,
-            "title": self.title,
-        }
+        return asdict(self)
 
 
 class Ledger:

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from agenthost.attention.links import new_link, sign, url
+from agenthost.attention.links import Decision, new_link, sign, url
 from agenthost.config import AgentNotify, NoticeKind
 from agenthost.models import StreamEvent
+from agenthost.timefmt import format_datetime
 
 NOTICE_VERSION: Final = 1
 SLACK: Final = 60.0
@@ -129,14 +130,9 @@ def with_links(
         return replace(notice, page_url=page)
     oldest = notice.requests[0]
 
-    def link(decision: str) -> str:
+    def link(decision: Decision) -> str:
         made = new_link(
-            notice.agent_id,
-            oldest.request_id,
-            oldest.created_at,
-            "allow" if decision == "allow" else "deny",
-            now=now,
-            ttl=ttl,
+            notice.agent_id, oldest.request_id, oldest.created_at, decision, now=now, ttl=ttl
         )
         return url(base, sign(made, key))
 
@@ -154,10 +150,6 @@ def sample_notice(now: float) -> Notice:
         now,
         test=True,
     )
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(slots=True)
@@ -212,11 +204,9 @@ class Notices:
         out: list[Notice] = []
         if event.type == "permission_request" and event.request is not None:
             r = event.request
+            # the host's own spelling of created_at: what an approval link binds
             agent.pending[r.request_id] = Asked(
-                r.request_id,
-                r.tool_name,
-                r.tool_input,
-                r.created_at.isoformat().replace("+00:00", "Z"),
+                r.request_id, r.tool_name, r.tool_input, format_datetime(r.created_at)
             )
         elif event.type == "permission_response" and event.decision is not None:
             agent.pending.pop(event.decision.request_id, None)
@@ -256,18 +246,7 @@ class Notices:
     def _notice(
         self, agent: _Agent, event: StreamEvent, kind: NoticeKind, what: str, at: float
     ) -> Notice:
-        where = f" ({agent.project})" if agent.project else ""
-        return Notice(
-            kind,
-            event.agent_id,
-            agent.project,
-            f"{event.agent_id}{where} {what}",
-            what[:1].upper() + what[1:],
-            at,
-            agent.epoch,
-            event.offset,
-            state=agent.state,
-        )
+        return _made(kind, event.agent_id, agent, what, at, event.offset)
 
     def due(self) -> list[Notice]:
         """The waiting notices whose delay has passed (each returned once)."""
@@ -289,7 +268,6 @@ class Notices:
 
     def _waiting(self, agent_id: str, agent: _Agent, episode: tuple[int, float]) -> Notice:
         asked = tuple(agent.pending.values())
-        where = f" ({agent.project})" if agent.project else ""
         if asked:
             first = asked[0]
             what = f"asks to use {first.tool}: {_short(first.summary)}"
@@ -298,18 +276,8 @@ class Notices:
         else:
             what = "waits for an answer"
             message = "The agent is waiting for input."
-        return Notice(
-            "waiting",
-            agent_id,
-            agent.project,
-            f"{agent_id}{where} {what}",
-            message,
-            episode[1],
-            agent.epoch,
-            episode[0],
-            asked,
-            "waiting",
-        )
+        notice = _made("waiting", agent_id, agent, what, episode[1], episode[0])
+        return replace(notice, message=message, requests=asked, state="waiting")
 
     def exited(
         self,
@@ -343,20 +311,31 @@ class Notices:
         agent.died = True
         if self.clock() - at > window(setting.delay):
             return []
-        where = f" ({agent.project})" if agent.project else ""
-        return [
-            Notice(
-                "died",
-                agent_id,
-                agent.project,
-                f"{agent_id}{where} {what}",
-                what[:1].upper() + what[1:],
-                at,
-                agent.epoch,
-                0,
-                state=agent.state,
-            )
-        ]
+        return [_made("died", agent_id, agent, what, at, 0)]
+
+
+def _iso(ts: float) -> str:
+    """RFC 3339 without a zero fraction (``...T08:00:01Z``): the notice's ``at``."""
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _made(
+    kind: NoticeKind, agent_id: str, agent: _Agent, what: str, at: float, offset: int
+) -> Notice:
+    """A notice titled ``<agent> (<project>) <what>``, with ``what`` as a sentence for
+    its message."""
+    where = f" ({agent.project})" if agent.project else ""
+    return Notice(
+        kind,
+        agent_id,
+        agent.project,
+        f"{agent_id}{where} {what}",
+        what[:1].upper() + what[1:],
+        at,
+        agent.epoch,
+        offset,
+        state=agent.state,
+    )
 
 
 def _short(text: str, limit: int = 120) -> str:

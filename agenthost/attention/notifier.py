@@ -4,7 +4,7 @@ through the channels of ``config.toml``, retried, recorded in the ledger.
 Nothing here blocks the event loop or the daemon's following: the supervisor's hooks
 (:meth:`Notifier.attached`, :meth:`~Notifier.event`, :meth:`~Notifier.exited`,
 :meth:`~Notifier.gone`) only update the sans-IO tracker and queue notices; a bounded
-queue (a full one drops the notice and logs it) feeds delivery tasks, at most
+queue (a notice a full one refuses is recorded as failed) feeds delivery tasks, at most
 :data:`MAX_DELIVERIES` at once, each with its channel's timeout. A failed delivery is
 tried again after 1 s, 2 s, 4 s... ``retries`` times.
 

@@ -21,7 +21,8 @@ def _load(home: Path | None) -> tuple[Path, bool, HomeConfig]:
     from agenthost.paths import resolve_home
 
     resolved = resolve_home(home)
-    return config_path(resolved), config_path(resolved).exists(), load_config(resolved)
+    path = config_path(resolved)
+    return path, path.exists(), load_config(resolved)
 
 
 def _timeout_text(seconds: float | None) -> str:

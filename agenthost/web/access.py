@@ -17,6 +17,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
+from agenthost.attention.links import LINK_PATH
+
 Scope: TypeAlias = Literal["read", "send", "respond", "admin"]
 SCOPES: Final[tuple[Scope, ...]] = ("read", "send", "respond", "admin")
 """Every scope includes ``read``; ``admin`` includes them all."""
@@ -31,8 +33,6 @@ LOCAL_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-local
 
 
 _TOKEN_RE: Final = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]*")
-LINK_PREFIX: Final = "/l/"
-"""The path of approval links (agenthost.attention.links.LINK_PATH)."""
 _LINK_RE: Final = re.compile(r"[A-Za-z0-9_=-]{16,}\.[A-Za-z0-9_=-]{16,}")
 """Shaped like a link's token (base64url "." base64url), wherever it is pasted."""
 
@@ -41,9 +41,9 @@ def redact(text: str) -> str:
     """``text`` with anything shaped like a token cut to its prefix (for a logged path:
     someone may paste a token where an agent id goes), and an approval link's path cut
     to ``/l/...`` (a link is a credential until it expires)."""
-    head, sep, _ = text.partition(LINK_PREFIX)
+    head, sep, _ = text.partition(LINK_PATH)
     if sep:  # anywhere: "//l/TOKEN" is not a link's route, yet carries one
-        text = head + LINK_PREFIX + "..."
+        text = head + LINK_PATH + "..."
     text = _LINK_RE.sub("...", text)
     return _TOKEN_RE.sub(TOKEN_PREFIX + "...", text)
 
