@@ -10,8 +10,10 @@ not used, and following it again says why again instead of "used".
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -37,56 +39,49 @@ class LinkLedger:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one call, closed after it; a ledger that cannot be opened,
+        read or written is ConfigError."""
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             conn = open_private(self.path, timeout=BUSY_MS / 1000, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"the link ledger {self.path} is unusable: {exc}") from exc
+        try:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS used ("
                 " nonce TEXT PRIMARY KEY, expires INTEGER NOT NULL, used_at REAL NOT NULL)"
             )
-        except (OSError, sqlite3.Error) as exc:
+            yield conn
+        except sqlite3.Error as exc:
             raise ConfigError(f"the link ledger {self.path} is unusable: {exc}") from exc
-        return conn
+        finally:
+            conn.close()
 
     def claim(self, nonce: str, expires: int) -> bool:
         """Record ``nonce``; False when it was recorded before (the link was used)."""
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute(
-                    "DELETE FROM used WHERE expires < ?", (int(time.time()) - KEEP_SECONDS,)
-                )
-                conn.execute(
-                    "INSERT INTO used (nonce, expires, used_at) VALUES (?, ?, ?)",
-                    (nonce, expires, time.time()),
-                )
-            return True
-        except sqlite3.IntegrityError:
-            return False
-        except sqlite3.Error as exc:
-            raise ConfigError(f"the link ledger {self.path} is unusable: {exc}") from exc
-        finally:
-            conn.close()
+        with self._open() as conn:
+            try:
+                with conn:
+                    conn.execute(
+                        "DELETE FROM used WHERE expires < ?", (int(time.time()) - KEEP_SECONDS,)
+                    )
+                    conn.execute(
+                        "INSERT INTO used (nonce, expires, used_at) VALUES (?, ?, ?)",
+                        (nonce, expires, time.time()),
+                    )
+            except sqlite3.IntegrityError:
+                return False
+        return True
 
     def release(self, nonce: str) -> None:
         """Forget ``nonce`` (its link decided nothing)."""
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute("DELETE FROM used WHERE nonce = ?", (nonce,))
-        except sqlite3.Error as exc:
-            raise ConfigError(f"the link ledger {self.path} is unusable: {exc}") from exc
-        finally:
-            conn.close()
+        with self._open() as conn, conn:
+            conn.execute("DELETE FROM used WHERE nonce = ?", (nonce,))
 
     def used(self, nonce: str) -> bool:
         """Whether ``nonce`` is recorded (read only: what a GET asks)."""
-        conn = self._connect()
-        try:
+        with self._open() as conn:
             row = conn.execute("SELECT 1 FROM used WHERE nonce = ?", (nonce,)).fetchone()
-        except sqlite3.Error as exc:
-            raise ConfigError(f"the link ledger {self.path} is unusable: {exc}") from exc
-        finally:
-            conn.close()
         return row is not None
