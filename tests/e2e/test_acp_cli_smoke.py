@@ -403,5 +403,8 @@ async def test_garbage_line_does_not_kill_the_agent(kit: AgentKit, started: Any)
 def test_faketime_prefix_shape() -> None:
     """faketime_prefix gives a runnable prefix or nothing."""
     prefix = faketime_prefix("+2m")
-    assert prefix == [] or (Path(prefix[0]).name == "faketime" and prefix[1:] == ["-f", "+2m"])
+    assert prefix == [] or (
+        Path(prefix[0]).name == "faketime"
+        and prefix[1:] == ["-m", "--exclude-monotonic", "-f", "+2m"]
+    )
     assert bool(prefix) == bool(shutil.which("faketime"))
