@@ -27,6 +27,8 @@ class ErrorCode(StrEnum):
     BUSY = "busy"
     INTERNAL = "internal"
     UNKNOWN_REQUEST = "unknown_request"  # 1.1: host.respond to no pending request
+    BUDGET_EXCEEDED = "budget_exceeded"  # 1.4: a send to an agent over its budget
+    LIMIT_REACHED = "limit_reached"  # 1.4: a daemon at --max-agents refuses a spawn
 
 
 class AgentHostError(Exception):
@@ -159,6 +161,27 @@ class UnknownRequest(AgentHostError):
     code = ErrorCode.UNKNOWN_REQUEST
 
 
+class BudgetExceeded(AgentHostError):
+    """(1.4) The agent spent its budget (``--budget-usd``, ``--budget-tokens``): the
+    host interrupted it and refuses sends until the budget is raised
+    (``agenthost budget ID --usd X``)."""
+
+    code = ErrorCode.BUDGET_EXCEEDED
+
+
+class LimitReached(AgentHostError):
+    """(1.4) The daemon runs as many agents as it may (``--max-agents``) and does not
+    queue: the spawn is refused."""
+
+    code = ErrorCode.LIMIT_REACHED
+
+
+class ResourceLimitUnsupported(ConfigError):
+    """(1.4) A memory or CPU limit was asked for where the daemon cannot enforce one
+    (no systemd user manager, no delegated cgroup v2 subtree with the controller); the
+    message says what is missing. Never ignored silently."""
+
+
 class LinkRefused(Forbidden):
     """An approval link that is not honoured; ``why`` says which check failed:
     ``malformed``, ``forged``, ``expired``, ``used`` (followed before), ``answered``
@@ -228,6 +251,8 @@ _BY_CODE: dict[ErrorCode, type[AgentHostError]] = {
     ErrorCode.BUSY: Busy,
     ErrorCode.INTERNAL: InternalError,
     ErrorCode.UNKNOWN_REQUEST: UnknownRequest,
+    ErrorCode.BUDGET_EXCEEDED: BudgetExceeded,
+    ErrorCode.LIMIT_REACHED: LimitReached,
 }
 
 

@@ -55,6 +55,11 @@ class HostOptions:
     journal: JournalConfig | None = DEFAULT_JOURNAL
     """None: no journal (``--no-journal``)."""
     log_level: str = "info"
+    budget_usd: float | None = None
+    """(``--budget-usd``) Interrupt the agent, and refuse sends, once its turns
+    reported this much cost; None: no limit."""
+    budget_tokens: int | None = None
+    """(``--budget-tokens``) The same for the tokens its turns reported."""
 
     def to_argv(self) -> list[str]:
         """The arguments of ``agenthost serve`` that give these options back.
@@ -76,6 +81,10 @@ class HostOptions:
                 args += [flag, text]
         for key, value in sorted(self.agent_opts.items()):
             args += ["--agent-opt", f"{key}={value}"]
+        if self.budget_usd is not None:
+            args += ["--budget-usd", repr(self.budget_usd)]
+        if self.budget_tokens is not None:
+            args += ["--budget-tokens", str(self.budget_tokens)]
         defaults = DEFAULTS
         for flag, number, default in (
             ("--linger", self.linger, defaults.linger),

@@ -135,6 +135,25 @@ class AgentInfo(OpenModel):
     turns: int | None = None
     pending_requests: int | None = None
     """How many permission requests wait for an answer (1.1)."""
+    budget: Budget | None = None
+    """(1.4) The agent's budget and what it spent, when it has one."""
+    paused_until: Timestamp | None = None
+    """(1.4) In state ``paused``: when the host resumes the agent (the usage limit's
+    reset time)."""
+    paused_reason: str | None = None
+    """(1.4) In state ``paused``: the limit the agent hit, as it reported it."""
+
+
+class Budget(OpenModel):
+    """(1.4) What an agent may spend (``usd``, ``tokens``; None: no limit) and what it
+    spent, as its turns reported it. ``exceeded`` says which limit was crossed and by
+    what; sends are refused (``budget_exceeded``) while it is set."""
+
+    usd: float | None = None
+    tokens: int | None = None
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+    exceeded: str | None = None
 
 
 class PermissionOption(OpenModel):
@@ -405,6 +424,32 @@ class RespondRequest(PeerModel):
     the rest of the agent's session without asking (allow only)."""
 
 
+class BudgetRequest(PeerModel):
+    """``host.budget`` (1.4): set the agent's budget. A limit left out is unchanged;
+    ``clear`` removes limits. Raising a crossed limit above what was spent lets sends
+    through again."""
+
+    usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, strict=True)
+    tokens: StrictInt | None = Field(default=None, ge=0, le=10**15)
+    clear: list[Literal["usd", "tokens"]] = Field(default_factory=list, max_length=2)
+    actor: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+    """Who changed it, for the record (``cli`` when absent)."""
+
+
+class BudgetResponse(OpenModel):
+    """``host.budget`` (1.4): the budget now."""
+
+    budget: Budget
+
+
+class ResumeResponse(OpenModel):
+    """``host.resume`` (1.4): resume a ``paused`` agent now. ``resumed`` is False when it
+    was not paused (nothing done); ``state`` is its state after the request."""
+
+    resumed: bool
+    state: str
+
+
 class InterruptResponse(OpenModel):
     """``host.interrupt`` (1.1): ``method`` is how: ``control`` (a request the agent
     understands) or ``signal`` (SIGINT to its process group)."""
@@ -436,6 +481,8 @@ REQUEST_PAYLOADS: Final[dict[MessageType, type[PeerModel]]] = {
     MessageType.INTERRUPT: EmptyRequest,
     MessageType.PENDING: EmptyRequest,
     MessageType.RESPOND: RespondRequest,
+    MessageType.BUDGET: BudgetRequest,
+    MessageType.RESUME: EmptyRequest,
 }
 
 RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
@@ -450,6 +497,8 @@ RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
     MessageType.INTERRUPT: InterruptResponse,
     MessageType.PENDING: PendingResponse,
     MessageType.RESPOND: RespondResponse,
+    MessageType.BUDGET: BudgetResponse,
+    MessageType.RESUME: ResumeResponse,
 }
 
 

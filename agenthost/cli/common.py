@@ -90,7 +90,7 @@ def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str
 def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     """What ``serve`` and ``run`` both take to describe an agent: ``--agent-id``,
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
-    ``--agent-opt``, ``--resume``."""
+    ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``."""
     from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
 
     options = [
@@ -125,6 +125,19 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
             help="A setting of the agent's adapter (see docs/agents.md).",
         ),
         click.option("--resume", default=None, help="Resume this session (agents that can)."),
+        click.option(
+            "--budget-usd",
+            type=click.FloatRange(min=0, max=1e9),
+            default=None,
+            help="Interrupt the agent and refuse sends once its turns cost this much "
+            "(agenthost budget raises it).",
+        ),
+        click.option(
+            "--budget-tokens",
+            type=click.IntRange(min=0, max=10**15),
+            default=None,
+            help="The same for the tokens its turns reported.",
+        ),
     ]
     for option in reversed(options):  # decorators apply bottom-up: keep --help's order
         func = option(func)

@@ -107,6 +107,8 @@ class AgentStatus(StrEnum):
     """The restart policy gave up (limit reached, or the host cannot be started)."""
     INCOMPATIBLE = "incompatible"
     """The host speaks a protocol major version the daemon cannot follow."""
+    QUEUED = "queued"
+    """(1.4) Waiting for a free place under ``--max-agents`` (``--queue``)."""
 
 
 ENDED_STATUSES: Final = frozenset(
@@ -165,6 +167,23 @@ class SpawnSpec(PeerModel):
     ring_size: StrictInt | None = Field(default=None, ge=1)
     ring_bytes: StrictInt | None = Field(default=None, ge=1024)
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    # 1.4
+    budget_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, strict=True)
+    budget_tokens: StrictInt | None = Field(default=None, ge=0, le=10**15)
+    worktree: StrictStr | None = Field(default=None, max_length=250)
+    """Run the agent in a git worktree of its own of ``repo``, on this branch (created
+    from the repository's HEAD when it does not exist); ``""``: a branch named after
+    the agent (``agenthost/<id>``). ``cwd`` is then the worktree."""
+    repo: StrictStr | None = Field(default=None, max_length=4096)
+    """The repository of ``worktree`` (absolute)."""
+    setup: StrictStr | None = Field(default=None, max_length=10_000)
+    """A shell command run in a new worktree before the agent starts; a failure
+    removes the worktree and fails the spawn."""
+    memory_max: StrictInt | None = Field(default=None, ge=1 << 20, le=1 << 50)
+    """Bytes of memory the host and its agent may use together (systemd ``MemoryMax``,
+    cgroup ``memory.max``)."""
+    cpu_max: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False, strict=True)
+    """CPUs the host and its agent may use together (1.5: one and a half cores)."""
 
     _check_id = field_validator("agent_id")(_agent_id)
 
@@ -283,6 +302,12 @@ class DaemonAgent(OpenModel):
     host_protocol_version: str | None = None
     older_version: bool = False
     next_restart_at: Timestamp | None = None
+    branch: str | None = None
+    """(1.4) The branch of the agent's worktree (``run --worktree``)."""
+    worktree: str | None = None
+    """(1.4) The path of the agent's worktree, which ``forget`` removes."""
+    stop_reason: str | None = None
+    """(1.4) Why the daemon stopped it (``idle``: ``--idle-stop``), when it did."""
     created_at: Timestamp
     updated_at: Timestamp
     spec: SpawnSpec | None = None

@@ -107,6 +107,8 @@ def host_options(
         description=spec.description,
         agent_opts=dict(spec.agent_opts),
         resume=resume if resume is not None else spec.resume,
+        budget_usd=spec.budget_usd,
+        budget_tokens=spec.budget_tokens,
         linger=_given(spec.linger, DEFAULTS.linger),
         stop_timeout=_given(spec.stop_timeout, DEFAULTS.stop_timeout),
         ring_size=_given(spec.ring_size, DEFAULTS.ring_size),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from agenthost.errors import (
     AgentHostError,
     AgentNotRunning,
+    BudgetExceeded,
     Busy,
     ConfigError,
     ErrorCode,
@@ -22,6 +23,7 @@ from agenthost.errors import (
     InternalError,
     InvalidAgentId,
     InvalidPayload,
+    LimitReached,
     NotConnected,
     ProtocolError,
     RequestTimeout,
@@ -43,6 +45,8 @@ EXPECTED_CLASS = {
     ErrorCode.BUSY: Busy,
     ErrorCode.INTERNAL: InternalError,
     ErrorCode.UNKNOWN_REQUEST: UnknownRequest,
+    ErrorCode.BUDGET_EXCEEDED: BudgetExceeded,
+    ErrorCode.LIMIT_REACHED: LimitReached,
 }
 
 
@@ -62,6 +66,8 @@ def test_wire_codes_are_the_documented_strings() -> None:
         "busy",
         "unknown_request",
         "internal",
+        "budget_exceeded",
+        "limit_reached",
     }
 
 
