@@ -71,9 +71,11 @@ class HistoryEntry(OpenModel):
     """One chat history entry: a user message, assistant text, a tool call or result."""
 
     role: str
-    """``user``, ``assistant``, ``tool``, or (1.3) ``permission``: a permission
+    """``user``, ``assistant``, ``tool``, (1.3) ``permission``: a permission
     request's decision (``content`` says who decided and why; the additive field
-    ``decision`` has the ``permission_response`` event's decision)."""
+    ``decision`` has the ``permission_response`` event's decision), or (1.4)
+    ``governance``: a budget crossed or changed, a pause, a resume (the additive field
+    ``governance`` has the ``governance`` event's record)."""
     content: str | None = None
     tool_name: str | None = None
     tool_input: str | None = None
@@ -96,6 +98,8 @@ class HistoryEntry(OpenModel):
 
 
 def _entry_text(entry: HistoryEntry) -> str:
+    if entry.role == "governance":  # (1.4) already "<action> by <actor>: <reason>"
+        return f"governance: {entry.content or ''}"
     if entry.role == "permission":  # (1.3) a decision: who allowed what, and why
         what = f" ({entry.tool_input})" if entry.tool_input else ""
         return f"permission {entry.tool_name or 'tool'}{what}: {entry.content or ''}"
@@ -211,6 +215,17 @@ class HostInfo(OpenModel):
     """1.1: the journal's path, sync policy, oldest offset, epoch (and error, if any)."""
 
 
+class GovernanceRecord(OpenModel):
+    """(1.4) A governance decision: ``action`` (``budget_exceeded``,
+    ``budget_changed``, ``paused``, ``resumed``), who decided (``actor``: ``host``,
+    ``cli``...) and why (``reason``); additive fields carry the numbers (``spent_usd``,
+    ``usd``, ``until``...)."""
+
+    action: str
+    actor: str
+    reason: str = ""
+
+
 class StreamEvent(OpenModel):
     """A numbered event of an agent's stream."""
 
@@ -235,6 +250,8 @@ class StreamEvent(OpenModel):
     """The request of a ``permission_request`` event."""
     decision: PermissionDecision | None = None
     """The outcome of a ``permission_response`` event."""
+    governance: GovernanceRecord | None = None
+    """(1.4) What a ``governance`` event records."""
 
     def __str__(self) -> str:
         """One readable line: ``#12 chat_entry assistant: Hello``, ``#13 state idle``
@@ -257,6 +274,9 @@ def _event_detail(event: StreamEvent) -> str:
     if event.decision is not None:
         d = event.decision
         return f"{d.behavior} {d.request_id}" + (f": {d.message}" if d.message else "")
+    if event.governance is not None:
+        g = event.governance
+        return f"{g.action} by {g.actor}: {g.reason}"
     if event.result is not None:
         outcome = "failed" if event.result.get("is_error") is True else "done"
         subtype = event.result.get("subtype")

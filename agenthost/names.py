@@ -65,6 +65,8 @@ class EventType(StrEnum):
     # 1.1
     PERMISSION_REQUEST = "permission_request"
     PERMISSION_RESPONSE = "permission_response"
+    # 1.4
+    GOVERNANCE = "governance"
 
 
 class AgentState(StrEnum):

@@ -130,6 +130,22 @@ class CallFailed:
     """The call's parameters were wrong (not the world): e.g. a relative path."""
 
 
+@dataclass(frozen=True, slots=True)
+class Governed:
+    """(1.4) A governance decision the host made or applied, for the record: a budget
+    crossed or changed, a pause for a usage limit, a resume. Published as a
+    ``governance`` event and a ``governance`` history entry (the audit trail)."""
+
+    action: str
+    """What happened: ``budget_exceeded``, ``budget_changed``, ``paused``, ``resumed``."""
+    actor: str
+    """Who decided: ``host`` (a rule applied by the host), ``cli``, ``web:<name>``..."""
+    reason: str
+    """Why, in a sentence a person reads."""
+    detail: dict[str, Any] = field(default_factory=dict)
+    """The numbers behind it (spent, limit, reset time...), JSON values."""
+
+
 AdapterEvent = (
     Output
     | Chat
@@ -141,6 +157,7 @@ AdapterEvent = (
     | PermissionDecided
     | Write
     | ClientCall
+    | Governed
 )
 
 

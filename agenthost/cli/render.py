@@ -95,6 +95,8 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
         allowed = (entry.model_extra or {}).get("decision", {}).get("behavior") == "allow"
         text = f"  ⚖ {entry.tool_name or 'tool'}: {entry.content or ''}"
         return style.green(text) if allowed else style.yellow(text)
+    if entry.role == "governance":  # (1.4) a budget crossed, a pause, a resume
+        return style.yellow(f"  ⚑ {entry.content or ''}")
     if entry.tool_result is not None:
         text = fold(entry.tool_result or "(no output)", width=width)
         mark = "  ⎿ "
@@ -289,7 +291,7 @@ def render_status(status: StatusResponse, style: Style) -> str:
 def _state(state: str, style: Style) -> str:
     if state == "error":
         return style.red(state)
-    if state in ("running", "waiting"):
+    if state in ("running", "waiting", "paused"):
         return style.yellow(state)
     if state == "idle":
         return style.green(state)

@@ -24,6 +24,7 @@ from agenthost.agents.base import (
     Chat,
     ClientCall,
     ErrorNote,
+    Governed,
     InfoUpdate,
     Output,
     PermissionAsk,
@@ -213,6 +214,9 @@ class AgentStream:
                     yield StateChange(AgentState.RUNNING)
                 continue
             yield ev
+            if type(ev) is Governed:  # the audit trail, as for permission decisions
+                yield Chat(governance_entry(ev))
+                continue
             if type(ev) is PermissionAsk:
                 asked = self.pending.get(ev.request_id)
                 # decided before anyone is asked: no waiting state, no notice, but the
@@ -281,6 +285,10 @@ class AgentStream:
             return encoder.event(
                 EventType.PERMISSION_REQUEST, offset, timestamp, {"request": request}
             )
+        if type(ev) is Governed:
+            record = governance_fields(ev)
+            log.info("governance", action=ev.action, actor=ev.actor)
+            return encoder.event(EventType.GOVERNANCE, offset, timestamp, {"governance": record})
         if type(ev) is PermissionDecided:
             if self.pending.pop(ev.request_id, None) is None:
                 return None
@@ -403,6 +411,21 @@ def decision_entry(request: dict[str, Any], ev: PermissionDecided) -> dict[str, 
     if request.get("tool_use_id") is not None:
         entry["tool_use_id"] = request["tool_use_id"]
     return entry
+
+
+def governance_fields(ev: Governed) -> dict[str, Any]:
+    """The ``governance`` object of a ``governance`` event (1.4)."""
+    return {**ev.detail, "action": ev.action, "actor": ev.actor, "reason": ev.reason}
+
+
+def governance_entry(ev: Governed) -> dict[str, Any]:
+    """The chat entry (role ``governance``) that records a governance decision in the
+    history: ``budget_exceeded by host: ...``."""
+    return {
+        "role": "governance",
+        "content": f"{ev.action.replace('_', ' ')} by {ev.actor}: {ev.reason}",
+        "governance": governance_fields(ev),
+    }
 
 
 def _no_calls(call: ClientCall) -> None:
