@@ -55,6 +55,9 @@ SANS_IO = (
     "agenthost.attention.links",
     "agenthost.attention.policy",
     "agenthost.attention.notices",
+    "agenthost.governance",
+    "agenthost.governance.budget",
+    "agenthost.governance.usagelimits",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
@@ -123,6 +126,14 @@ def rules() -> Iterator[Rule]:
             "attention's decisions and senders are used by the host, the daemon and the "
             "gateway: they import none of them",
             "agenthost.attention",
+            f"agenthost.{service}",
+            True,
+        )
+    for service in ("host", "daemon", "web", "cli", "client"):
+        yield Rule(
+            "governance decisions are rules in, decisions out: they import no service, "
+            "client or CLI",
+            "agenthost.governance",
             f"agenthost.{service}",
             True,
         )
