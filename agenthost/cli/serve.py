@@ -165,7 +165,7 @@ def serve(
     # For the life of this process, not only while run_host has its handler in: a late
     # "re-create your socket" from a daemon must not turn a clean exit into a kill.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    run_host(HostConfig.from_options(options))
+    run_host(HostConfig.from_options(options), subreaper=True)
 
 
 def options_from_params(params: Mapping[str, Any]) -> HostOptions:

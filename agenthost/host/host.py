@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import time
 from collections import OrderedDict
@@ -44,6 +45,7 @@ from agenthost.agents.base import (
 )
 from agenthost.errors import AgentNotRunning, Busy, ConfigError, InvalidPayload, UnknownRequest
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
+from agenthost.host.reaper import RUN_MARKER
 from agenthost.host.server import Connection, HostServer, Pieces, Reply
 from agenthost.host.stream import AgentStream
 from agenthost.hostoptions import DEFAULTS, HostOptions
@@ -302,6 +304,9 @@ class Host:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         env.update(self.adapter.environment())
         env.update(self.config.env)
+        # inherited by every process of the agent's tree: how the watchdog finds them
+        # all when the host dies (agenthost.host.reaper)
+        env[RUN_MARKER] = secrets.token_hex(8)
         self._agent_env = env  # terminals the agent starts get its environment
         try:
             pid = self.process.start(self.argv, self.worktree, env)

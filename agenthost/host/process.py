@@ -33,7 +33,10 @@ keeping its pid and argv). Where no ``setpriv`` with ``--pdeathsig`` is found, t
 watchdog alone ends the group when the host dies.
 
 A forced kill (SIGKILL) reaches every descendant of the agent, found while the agent
-still lives, not only its process group.
+still lives, not only its process group. What left the group (``setsid``) and outlived
+its parent is re-parented to the host when the host is a child subreaper (``agenthost
+serve``): :attr:`AgentProcess.sweeper` ends it after the group, and the watchdog ends
+every process carrying the run's environment marker (:mod:`agenthost.host.reaper`).
 """
 
 from __future__ import annotations
@@ -47,13 +50,14 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import structlog
 
 from agenthost.errors import AgentNotRunning
+from agenthost.host import reaper
 
 log = structlog.get_logger("agenthost.process")
 
@@ -61,8 +65,14 @@ READ_SIZE: Final = 1 << 18  # bytes per read: large reads make large event batch
 ORPHAN_GRACE: Final = 1.0  # seconds between SIGTERM and SIGKILL for leftover children
 DRAIN_GRACE: Final = 2.0  # seconds to wait for output pipes after the agent exited
 STDOUT, STDERR = 1, 2
-# $0 is the agent's process group. Runs when the host's end of the pipe closes.
-_WATCHDOG = 'read _unused; kill -TERM "-$0" 2>/dev/null && sleep 2 && kill -KILL "-$0" 2>/dev/null'
+# $0 is the agent's process group, $1 the agent run's environment marker (NAME=VALUE) or
+# "". Runs when the host's end of the pipe closes: the group and every process that
+# carries the marker (agenthost.host.reaper) get SIGTERM, then SIGKILL.
+_WATCHDOG = (
+    'read _unused; kill -TERM "-$0" 2>/dev/null; m=; [ -n "$1" ] && '
+    'm=$(grep -lzxF -e "$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); '
+    '[ -n "$m" ] && kill -TERM $m 2>/dev/null; sleep 2; kill -KILL "-$0" $m 2>/dev/null'
+)
 # Where setpriv is looked for: system directories only, never the user's PATH, because
 # the wrapper runs in front of every agent.
 SYSTEM_BIN_DIRS: Final = "/usr/bin:/bin:/usr/sbin:/sbin"
@@ -220,6 +230,10 @@ class AgentProcess:
         self._pidfd: int | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._watchdog_fd: int | None = None
+        self._marker = ""  # NAME=VALUE of the run's environment marker, for the watchdog
+        self.sweeper: Callable[[float], Awaitable[object]] | None = None
+        """Ends the orphans of the agent's tree once it ended (set by a host that is
+        their subreaper: :meth:`agenthost.host.reaper.Subreaper.end_escapees`)."""
         self._reaped = False
         self._killed = False  # SIGKILL was sent while the agent still ran
         self._stop_requested = False  # stop() signalled the agent while it still ran
@@ -270,6 +284,9 @@ class AgentProcess:
             raise SpawnError(f"cannot start {argv[0]}: {exc}", 127) from exc
         _close(*child_ends)
         self.pid = self._popen.pid
+        reaper.OWN.add(self.pid)
+        marker = env.get(reaper.RUN_MARKER)
+        self._marker = f"{reaper.RUN_MARKER}={marker}" if marker else ""
         self.started_at = time.time()
         for fd in ours:
             os.set_blocking(fd, False)
@@ -285,7 +302,7 @@ class AgentProcess:
         read_end, self._watchdog_fd = os.pipe()  # ours stays non-inheritable
         try:
             self._watchdog = subprocess.Popen(
-                ["/bin/sh", "-c", _WATCHDOG, str(self.pid)],
+                ["/bin/sh", "-c", _WATCHDOG, str(self.pid), self._marker],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -296,6 +313,8 @@ class AgentProcess:
             log.warning("process.no_watchdog", error=str(exc))
             os.close(self._watchdog_fd)
             self._watchdog_fd = None
+        else:
+            reaper.OWN.add(self._watchdog.pid)
         finally:
             os.close(read_end)
 
@@ -305,6 +324,7 @@ class AgentProcess:
         if self._watchdog is not None:
             self._watchdog.kill()
             self._watchdog.wait()
+            reaper.OWN.discard(self._watchdog.pid)
             self._watchdog = None
         if self._watchdog_fd is not None:
             os.close(self._watchdog_fd)
@@ -493,6 +513,7 @@ class AgentProcess:
             return
         self._reaped = True
         self._returncode = code
+        reaper.OWN.discard(self.pid)
         if self._pidfd is not None:
             assert self._loop is not None
             self._loop.remove_reader(self._pidfd)
@@ -537,6 +558,8 @@ class AgentProcess:
                 log.info("process.orphans", pid=self.pid, signal="SIGKILL")
                 self.signal_group(signal.SIGKILL)
                 await self._wait_pipes(ORPHAN_GRACE)
+        if self.sweeper is not None:  # and what left the group (setsid) and its tree
+            await self.sweeper(ORPHAN_GRACE)
         self._finish()
 
     def _finish(self) -> None:

@@ -40,7 +40,7 @@ def watchdog_of(host_pid: int, agent_pid: int) -> psutil.Process:
     """The host's watchdog: the ``sh`` whose argument is the agent's process group."""
     for child in psutil.Process(host_pid).children():
         argv = child.cmdline()
-        if argv[:2] == ["/bin/sh", "-c"] and argv[-1] == str(agent_pid):
+        if argv[:2] == ["/bin/sh", "-c"] and argv[3:4] == [str(agent_pid)]:
             return child
     raise AssertionError("no watchdog found")
 

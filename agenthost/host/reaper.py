@@ -1,0 +1,158 @@
+"""The host as the child subreaper of its agent's process tree: no escapes.
+
+A descendant of the agent that calls ``setsid()`` leaves the agent's process group, so
+signalling the group does not reach it, and once its parent exits it is re-parented,
+out of sight. The host's entry point (``agenthost serve``) therefore marks the host a
+child subreaper (``PR_SET_CHILD_SUBREAPER``): every orphan of the agent's tree is
+re-parented to the host instead of init, and becomes one of its children.
+
+* While the agent lives, its orphans may run (a server it started on purpose); the
+  host reaps those that exit (:meth:`Subreaper.reap`, on SIGCHLD), so none is left a
+  zombie.
+* When the agent ends (on its own or stopped), after its process group was ended,
+  :meth:`Subreaper.end_escapees` ends every child of the host that the host did not
+  start itself, with its descendants: SIGTERM, then SIGKILL after the grace. Killing
+  one re-parents its children to the host, so it looks again until none is left.
+* When the host itself dies (SIGKILL), it can do nothing: the agent's watchdog
+  (:mod:`agenthost.host.process`) ends the agent's group and every process that
+  carries the agent run's environment marker (:data:`RUN_MARKER`), which every
+  descendant inherits. A process that cleared its environment escapes that last
+  path only.
+
+The host's own children (the agent, its watchdog, an ACP agent's terminals) are
+registered in :data:`OWN` by :class:`~agenthost.host.process.AgentProcess`; only
+other children are ever reaped or ended here, so that ``Popen`` keeps its exit
+statuses. Only a process that is a host (the ``serve`` entry point) enables this: a
+host run inside another program (a test) has children that are not its agent's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+from collections.abc import Collection, Iterable
+from typing import Final
+
+import structlog
+
+log = structlog.get_logger("agenthost.reaper")
+
+PR_SET_CHILD_SUBREAPER: Final = 36
+PR_GET_CHILD_SUBREAPER: Final = 37
+RUN_MARKER: Final = "AGENTHOST_AGENT_RUN"
+"""The environment variable, with a value unique to one run of one agent, that every
+process of the agent's tree inherits: how the watchdog finds them when the host died."""
+
+GIVE_UP: Final = 10.0
+"""Seconds after SIGKILL when :meth:`Subreaper.end_escapees` stops waiting (a process
+in uninterruptible sleep dies when the kernel lets it; the host must not hang)."""
+
+OWN: set[int] = set()
+"""Pids of the children this process started itself (and reaps through ``Popen``)."""
+
+
+def escapees(children: Iterable[int], own: Collection[int]) -> list[int]:
+    """Which of the host's children are orphans of the agent's tree: all but its own."""
+    return sorted(pid for pid in set(children) if pid not in own)
+
+
+def set_subreaper(on: bool) -> bool:
+    """Mark this process a child subreaper (or not); False where the kernel refuses."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        done = libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return False
+    if not done:  # pragma: no cover - Linux has had it since 3.4
+        log.warning("reaper.unavailable", errno=ctypes.get_errno())
+    return bool(done)
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper."""
+    flag = ctypes.c_int(0)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return False
+    return bool(flag.value)
+
+
+class Subreaper:
+    """Reaps and ends the orphans of the agent's tree that were re-parented to us."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def children(self) -> list[int]:
+        """The pids of this process's children (zombies too)."""
+        import psutil  # imported here: at an agent's end or a SIGCHLD, not at start-up
+
+        try:
+            return [child.pid for child in psutil.Process(self.pid).children()]
+        except psutil.Error:  # pragma: no cover - we are alive
+            return []
+
+    def reap(self) -> list[int]:
+        """Reap the orphans that exited (SIGCHLD); return their pids."""
+        reaped = []
+        for pid in escapees(self.children(), OWN):
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    reaped.append(pid)
+        if reaped:
+            log.debug("reaper.reaped", pids=reaped)
+        return reaped
+
+    def _tree(self, pids: Iterable[int]) -> list[int]:
+        """``pids`` and their descendants, as far as they can be found."""
+        import psutil
+
+        found = list(pids)
+        for pid in list(found):
+            with contextlib.suppress(psutil.Error):
+                found += [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        return found
+
+    def _signal(self, pids: Iterable[int], sig: int) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    async def end_escapees(self, grace: float) -> list[int]:
+        """End every orphan of the agent's tree: SIGTERM, SIGKILL after ``grace``
+        seconds; return the pids that were signalled."""
+        loop = asyncio.get_running_loop()
+        signalled: set[int] = set()
+        deadline = loop.time() + grace
+        killing = False
+        delay = 0.005
+        while True:
+            self.reap()
+            left = escapees(self.children(), OWN)
+            if not left:
+                break
+            if loop.time() >= deadline + GIVE_UP:  # pragma: no cover - unkillable
+                log.warning("reaper.escapees_left", pids=left)
+                break
+            tree = self._tree(left)
+            if not killing and loop.time() >= deadline:
+                killing = True
+                log.info("reaper.escapees", pids=sorted(set(tree)), signal="SIGKILL")
+            if killing:
+                self._signal(tree, signal.SIGKILL)
+            else:
+                fresh = [pid for pid in tree if pid not in signalled]
+                if fresh:
+                    log.info("reaper.escapees", pids=sorted(fresh), signal="SIGTERM")
+                    self._signal(fresh, signal.SIGTERM)
+            signalled.update(tree)
+            # polling: an orphan's death is a SIGCHLD, but a descendant of it that is
+            # re-parented to us comes with no signal at all
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return sorted(signalled)

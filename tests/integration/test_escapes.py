@@ -1,0 +1,142 @@
+"""No escapes: a process the agent double-forks into a session of its own (``setsid``)
+is ended when the host stops, when the agent exits on its own, and when the host is
+killed; while the agent lives, such an orphan is the host's child, reaped when it exits.
+
+The agent is a real program run by a real ``agenthost serve`` (the lines adapter).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agenthost.host.reaper import escapees
+
+from hosttools import HostProc, kill_tree, pid_gone, start_host, wait_for
+
+# argv: PIDFILE MODE. Double-forks a setsid() child (stdio on /dev/null, as a daemon
+# has it) that writes its pid and sleeps; then the agent stays (MODE "stay": until
+# stopped), or exits at once (MODE "exit"). With MODE "stubborn" the escapee ignores
+# SIGTERM (only SIGKILL ends it).
+ESCAPER = """
+import os, signal, sys, time
+pidfile, mode = sys.argv[1], sys.argv[2]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        if mode == "stubborn":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(pidfile + ".tmp", "w") as fh:
+            fh.write(str(os.getpid()))
+        os.rename(pidfile + ".tmp", pidfile)
+        while True:
+            time.sleep(1000)
+    os._exit(0)
+os.wait()
+while not os.path.exists(pidfile):
+    time.sleep(0.01)
+print("escaped", flush=True)
+if mode != "exit":
+    for line in sys.stdin:
+        pass
+"""
+
+
+@pytest.fixture
+def hosts() -> Iterator[list[HostProc]]:
+    started: list[HostProc] = []
+    yield started
+    for host in started:
+        kill_tree(host.proc)
+
+
+def _escaper(home: Path, hosts: list[HostProc], mode: str, *args: str) -> tuple[HostProc, int]:
+    pidfile = home / "escapee.pid"
+    host = start_host(
+        home,
+        "esc",
+        "--agent",
+        "lines",
+        "--linger",
+        "30",
+        *args,
+        command=[sys.executable, "-u", "-c", ESCAPER, str(pidfile), mode],
+    )
+    hosts.append(host)
+    wait_for(pidfile.exists, what="the escapee's pid file")
+    escapee = int(pidfile.read_text())
+    agent_pid = host.agent()["pid"]
+    proc = psutil.Process(escapee)
+    assert os.getsid(escapee) != agent_pid  # it left the agent's session and group
+    assert os.getpgid(escapee) != agent_pid
+    # its parent exited: re-parented to the host (a subreaper), not to init
+    wait_for(lambda: proc.ppid() == host.pid, what="the escapee re-parented to the host")
+    return host, escapee
+
+
+def _stop(host: HostProc, timeout: float = 5.0) -> dict[str, object]:
+    with host.raw() as conn:
+        response = conn.request("host.stop", {"timeout": timeout})
+    assert response["success"], response
+    payload: dict[str, object] = response["payload"]
+    return payload
+
+
+def test_a_setsid_escapee_is_ended_by_stop(home: Path, hosts: list[HostProc]) -> None:
+    host, escapee = _escaper(home, hosts, "stay")
+    _stop(host)
+    # ended and reaped by the host before it answered: not even a zombie is left
+    assert not psutil.pid_exists(escapee)
+    host.wait_exit()
+
+
+def test_an_escapee_that_ignores_sigterm_is_killed(home: Path, hosts: list[HostProc]) -> None:
+    host, escapee = _escaper(home, hosts, "stubborn")
+    _stop(host)
+    assert not psutil.pid_exists(escapee)
+    assert "reaper.escapees" in host.log() and "SIGKILL" in host.log()
+
+
+def test_an_escapee_is_ended_when_the_agent_exits_on_its_own(
+    home: Path, hosts: list[HostProc]
+) -> None:
+    host, escapee = _escaper(home, hosts, "exit")
+    host.wait_state("done", "error")
+    wait_for(lambda: not psutil.pid_exists(escapee), what="the escapee ended and reaped")
+    assert host.alive()  # the host lingers, with nothing of its agent left
+
+
+def test_an_escapee_dies_with_a_killed_host(home: Path, hosts: list[HostProc]) -> None:
+    host, escapee = _escaper(home, hosts, "stay")
+    agent_pid = host.agent()["pid"]
+    host.signal(signal.SIGKILL)
+    host.wait_exit()
+    # the watchdog ends the agent's group and every process of its run (marker)
+    wait_for(lambda: pid_gone(escapee), what="the escapee ended after the host died")
+    wait_for(lambda: pid_gone(agent_pid), what="the agent ended after the host died")
+
+
+def test_an_orphan_that_exits_while_the_agent_lives_is_reaped(
+    home: Path, hosts: list[HostProc]
+) -> None:
+    host, escapee = _escaper(home, hosts, "stay")
+    os.kill(escapee, signal.SIGTERM)
+    # the host is its parent now: it reaps it (no zombie), and the agent runs on
+    wait_for(lambda: not psutil.pid_exists(escapee), what="the orphan reaped")
+    assert host.agent()["state"] not in ("done", "error")
+    _stop(host)
+
+
+def test_only_children_the_host_did_not_start_are_escapees() -> None:
+    assert escapees([10, 11, 12, 12], own={11}) == [10, 12]
+    assert escapees([], own={1}) == []
+    assert escapees([5], own=set()) == [5]
