@@ -61,6 +61,8 @@ from agenthost.protocol import (
     HOST_MESSAGES,
     AgentInfo,
     AttachResponse,
+    Budget,
+    BudgetResponse,
     HistoryResponse,
     InterruptResponse,
     ListResponse,
@@ -377,6 +379,33 @@ class AsyncClient(ServiceClient[StreamEvent]):
         if remember is not None:
             payload["remember"] = remember
         return await self._typed(RespondResponse, MessageType.RESPOND, payload=payload)
+
+    async def budget(
+        self,
+        *,
+        usd: float | None = None,
+        tokens: int | None = None,
+        clear: builtins.list[Literal["usd", "tokens"]] | None = None,
+        actor: str | None = None,
+    ) -> Budget:
+        """Set, clear or (with no argument) read the agent's budget (protocol 1.4).
+
+        A limit left out is unchanged; ``clear`` removes limits. Once no limit is
+        reached, sends go through again. Return the Budget (limits, ``spent_usd``,
+        ``spent_tokens``, ``exceeded``). Raise InvalidPayload for a bad value,
+        UnknownType from a host older than 1.4.
+        """
+        payload: dict[str, Any] = {}
+        if usd is not None:
+            payload["usd"] = usd
+        if tokens is not None:
+            payload["tokens"] = tokens
+        if clear:
+            payload["clear"] = clear
+        if actor is not None:
+            payload["actor"] = actor
+        response = await self._typed(BudgetResponse, MessageType.BUDGET, payload=payload)
+        return response.budget
 
     def follow(
         self,
@@ -707,6 +736,17 @@ class Client:
     @_blocking_twin(AsyncClient.pending)
     def pending(self) -> builtins.list[PermissionRequest]:
         return self._run(self._async.pending())
+
+    @_blocking_twin(AsyncClient.budget)
+    def budget(
+        self,
+        *,
+        usd: float | None = None,
+        tokens: int | None = None,
+        clear: builtins.list[Literal["usd", "tokens"]] | None = None,
+        actor: str | None = None,
+    ) -> Budget:
+        return self._run(self._async.budget(usd=usd, tokens=tokens, clear=clear, actor=actor))
 
     @_blocking_twin(AsyncClient.respond)
     def respond(

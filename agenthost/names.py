@@ -28,7 +28,6 @@ class MessageType(StrEnum):
     RESPOND = "host.respond"
     # 1.4
     BUDGET = "host.budget"
-    RESUME = "host.resume"
 
 
 MESSAGE_SINCE: Final[dict[str, str]] = {
@@ -36,7 +35,6 @@ MESSAGE_SINCE: Final[dict[str, str]] = {
     MessageType.PENDING: "1.1",
     MessageType.RESPOND: "1.1",
     MessageType.BUDGET: "1.4",
-    MessageType.RESUME: "1.4",
 }
 """The protocol version that introduced each message type newer than 1.0."""
 
@@ -48,7 +46,6 @@ NO_PAYLOAD: Final = frozenset(
         MessageType.DETACH,
         MessageType.INTERRUPT,
         MessageType.PENDING,
-        MessageType.RESUME,
     }
 )
 """Request types that take no payload (``EmptyRequest``: any object, fields ignored)."""
@@ -76,9 +73,6 @@ class AgentState(StrEnum):
     RUNNING = "running"
     IDLE = "idle"
     WAITING = "waiting"
-    PAUSED = "paused"
-    """(1.4) A turn failed on a usage or rate limit: the host resumes the agent at
-    ``paused_until`` (``AgentInfo``), or at ``host.resume``."""
     DONE = "done"
     ERROR = "error"
 

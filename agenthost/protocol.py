@@ -72,6 +72,8 @@ if TYPE_CHECKING:
     from agenthost.models import AgentInfo as AgentInfo
     from agenthost.models import AttachRequest as AttachRequest
     from agenthost.models import AttachResponse as AttachResponse
+    from agenthost.models import Budget as Budget
+    from agenthost.models import BudgetResponse as BudgetResponse
     from agenthost.models import EmptyRequest as EmptyRequest
     from agenthost.models import HistoryEntry as HistoryEntry
     from agenthost.models import HistoryRequest as HistoryRequest
@@ -354,6 +356,8 @@ __all__ = [
     "RequestError",
     "RespondRequest",
     "RespondResponse",
+    "Budget",
+    "BudgetResponse",
     "Response",
     "SendRequest",
     "SendResponse",

@@ -133,11 +133,11 @@ class CallFailed:
 @dataclass(frozen=True, slots=True)
 class Governed:
     """(1.4) A governance decision the host made or applied, for the record: a budget
-    crossed or changed, a pause for a usage limit, a resume. Published as a
+    crossed or changed. Published as a
     ``governance`` event and a ``governance`` history entry (the audit trail)."""
 
     action: str
-    """What happened: ``budget_exceeded``, ``budget_changed``, ``paused``, ``resumed``."""
+    """What happened: ``budget_exceeded``, ``budget_changed``."""
     actor: str
     """Who decided: ``host`` (a rule applied by the host), ``cli``, ``web:<name>``..."""
     reason: str

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "interrupt": ("agenthost.cli.verbs", "interrupt"),
     "pending": ("agenthost.cli.verbs", "pending"),
     "respond": ("agenthost.cli.verbs", "respond"),
+    "budget": ("agenthost.cli.budget", "budget"),
     "stop": ("agenthost.cli.verbs", "stop"),
     "export": ("agenthost.cli.journal_cmds", "export"),
     "gc": ("agenthost.cli.journal_cmds", "gc"),

@@ -17,11 +17,13 @@ import click
 from agenthost.errors import (
     AgentHostError,
     AgentNotRunning,
+    BudgetExceeded,
     Busy,
     ConfigError,
     Forbidden,
     HostAlreadyRunning,
     HostNotFound,
+    LimitReached,
     NotConnected,
     ProtocolError,
     RemoteError,
@@ -54,12 +56,16 @@ class Exit(IntEnum):
     """attach/wait: the agent ended in state ``error``."""
     REMOTE = 11
     """``--remote``: the machine could not be reached (ssh failed) or has no agenthost."""
+    OVER_BUDGET = 12
+    """The agent is over its budget: the send was refused (``agenthost budget``)."""
 
 
 def exit_code_for(exc: AgentHostError) -> Exit:
     """The exit status for an error (most specific class first)."""
     for cls, code in (
         (UnknownRequest, Exit.UNKNOWN_REQUEST),
+        (BudgetExceeded, Exit.OVER_BUDGET),
+        (LimitReached, Exit.BUSY),
         (RemoteError, Exit.REMOTE),
         (HostNotFound, Exit.NO_HOST),
         (NotConnected, Exit.NO_HOST),

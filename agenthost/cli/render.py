@@ -9,7 +9,7 @@ from datetime import datetime
 import click
 from wcwidth import wcswidth, wcwidth
 
-from agenthost.protocol import AgentInfo, HistoryEntry, StatusResponse, StreamEvent
+from agenthost.protocol import AgentInfo, Budget, HistoryEntry, StatusResponse, StreamEvent
 from agenthost.timefmt import go_duration, short_duration
 
 RESULT_LINES = 3
@@ -95,7 +95,7 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
         allowed = (entry.model_extra or {}).get("decision", {}).get("behavior") == "allow"
         text = f"  ⚖ {entry.tool_name or 'tool'}: {entry.content or ''}"
         return style.green(text) if allowed else style.yellow(text)
-    if entry.role == "governance":  # (1.4) a budget crossed, a pause, a resume
+    if entry.role == "governance":  # (1.4) a budget crossed or changed
         return style.yellow(f"  ⚑ {entry.content or ''}")
     if entry.tool_result is not None:
         text = fold(entry.tool_result or "(no output)", width=width)
@@ -277,6 +277,8 @@ def render_status(status: StatusResponse, style: Style) -> str:
             rows.append((key.replace("_", " "), str(value)))
     if a.cost_usd is not None:
         rows.append(("cost", f"${a.cost_usd:.4f}"))
+    if a.budget is not None:  # (1.4)
+        rows.append(("budget", _budget(a.budget, style)))
     if a.last_error:
         rows.append(("last error", style.red(a.last_error)))
     rows += [
@@ -288,10 +290,18 @@ def render_status(status: StatusResponse, style: Style) -> str:
     return "\n".join(f"{k + ':':<{width + 1}} {v}" for k, v in rows)
 
 
+def _budget(budget: Budget, style: Style) -> str:
+    limits = [f"${budget.usd:.2f}" if budget.usd is not None else None]
+    limits.append(f"{budget.tokens} tokens" if budget.tokens is not None else None)
+    text = ", ".join(x for x in limits if x) or "no limit"
+    text += f" (spent ${budget.spent_usd:.4f}, {budget.spent_tokens} tokens)"
+    return style.red(f"{text}: {budget.exceeded}") if budget.exceeded else text
+
+
 def _state(state: str, style: Style) -> str:
     if state == "error":
         return style.red(state)
-    if state in ("running", "waiting", "paused"):
+    if state in ("running", "waiting"):
         return style.yellow(state)
     if state == "idle":
         return style.green(state)

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 
     from agenthost.agents.base import ClientCall
     from agenthost.host.approvals import Approvals
+    from agenthost.host.budgets import Budgets
     from agenthost.host.clientcalls import ClientCalls
 
     # The models are imported where they are built: a host answers pings and reports
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     from agenthost.models import (
         AgentInfo,
         AttachRequest,
+        BudgetRequest,
         EmptyRequest,
         HistoryRequest,
         InterruptResponse,
@@ -144,6 +146,8 @@ class HostConfig:
     stdin_limit: int = 4 << 20
     resume: str | None = None
     agent_params: Mapping[str, str] = field(default_factory=dict)
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
     journal: JournalConfig | None = DEFAULTS.journal
     """None: no journal (the ring only; a new epoch at every start)."""
 
@@ -167,6 +171,8 @@ class HostConfig:
             client_buffer=options.client_buffer,
             resume=options.resume,
             agent_params=options.agent_opts,
+            budget_usd=options.budget_usd,
+            budget_tokens=options.budget_tokens,
             journal=options.journal,
         )
 
@@ -227,6 +233,9 @@ class Host:
         self._agent_env: dict[str, str] = {}
         self.stream.call = self._client_call
         self.approvals: Approvals | None = None  # built by the first permission request
+        self.budgets: Budgets | None = None  # built when there is a budget (none: no import)
+        if config.budget_usd is not None or config.budget_tokens is not None:
+            self._budgets()
         self.stream.on_ask = lambda ask, request: self._approvals().on_ask(ask, request)
         self.server.journal = self.stream.journal_reader
         self.process = AgentProcess(
@@ -351,6 +360,14 @@ class Host:
             self.approvals = Approvals(self)
             self.stream.on_decided = self.approvals.decided
         return self.approvals
+
+    def _budgets(self) -> Budgets:
+        """The budget (imported here: a host without one never loads it)."""
+        if self.budgets is None:
+            from agenthost.host.budgets import Budgets
+
+            self.budgets = Budgets(self, self.config.budget_usd, self.config.budget_tokens)
+        return self.budgets
 
     def _call_done(
         self, call_id: str, result: dict[str, Any] | None, failure: CallFailed | None
@@ -551,6 +568,7 @@ class Host:
             MessageType.INTERRUPT: _no_payload(self.interrupt),
             MessageType.PENDING: _no_payload(self._pending),
             MessageType.RESPOND: self._respond,
+            MessageType.BUDGET: self._budget,
             MessageType.STOP: self._stop_reply,
         }
 
@@ -558,6 +576,11 @@ class Host:
         from agenthost.models import ListResponse
 
         return ListResponse(agents=[self.agent_info()])
+
+    def _budget(self, _conn: Connection, payload: BudgetRequest, request: Request) -> Reply:
+        from agenthost.models import BudgetResponse
+
+        return _answer(request, BudgetResponse(budget=self._budgets().change(payload)))
 
     def _pending(self) -> BaseModel:
         from agenthost.models import PendingResponse
@@ -625,6 +648,7 @@ class Host:
             backend=self.adapter.kind,
             command=self.argv,
             pending_requests=len(self.stream.pending),
+            budget=self.budgets.model() if self.budgets is not None else None,
             **fields,
         )
 
@@ -666,6 +690,8 @@ class Host:
             )
         if not self.process.stdin_open:
             raise AgentNotRunning(f"agent {self.agent_id} has closed its stdin")
+        if self.budgets is not None:
+            self.budgets.check_send()
         log.debug("agent.send", size=len(text))
         offset = self.stream.publish(
             [Chat({"role": "user", "content": text}), *self.adapter.send(text)]

@@ -95,6 +95,9 @@ class AgentStream:
         """Decides a permission request before anyone is asked (the host sets it)."""
         self.on_decided: Callable[[str], None] | None = None
         """Told the id of every request that stops being pending."""
+        self.on_result: Callable[[TurnResult], list[AdapterEvent]] | None = None
+        """Sees every turn's result in its batch; what it returns follows it (the
+        budget's crossing: :mod:`agenthost.host.budgets`)."""
         self.journal = journal
         self.journal_reader = JournalReader(journal.directory, journal) if journal else None
         self.epoch = uuid.uuid4().hex
@@ -216,6 +219,9 @@ class AgentStream:
             yield ev
             if type(ev) is Governed:  # the audit trail, as for permission decisions
                 yield Chat(governance_entry(ev))
+                continue
+            if type(ev) is TurnResult and self.on_result is not None:  # budgets
+                yield from self._with_consequences(self.on_result(ev))
                 continue
             if type(ev) is PermissionAsk:
                 asked = self.pending.get(ev.request_id)

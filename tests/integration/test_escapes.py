@@ -22,7 +22,7 @@ from hosttools import HostProc, kill_tree, pid_gone, start_host, wait_for
 
 # argv: PIDFILE MODE. Double-forks a setsid() child (stdio on /dev/null, as a daemon
 # has it) that writes its pid and sleeps; then the agent stays (MODE "stay": until
-# stopped), or exits at once (MODE "exit"). With MODE "stubborn" the escapee ignores
+# stopped), or exits at its first input line (MODE "exit"). With MODE "stubborn" the escapee ignores
 # SIGTERM (only SIGKILL ends it).
 ESCAPER = """
 import os, signal, sys, time
@@ -45,9 +45,9 @@ os.wait()
 while not os.path.exists(pidfile):
     time.sleep(0.01)
 print("escaped", flush=True)
-if mode != "exit":
-    for line in sys.stdin:
-        pass
+for line in sys.stdin:
+    if mode == "exit":
+        break
 """
 
 
@@ -110,6 +110,8 @@ def test_an_escapee_is_ended_when_the_agent_exits_on_its_own(
     home: Path, hosts: list[HostProc]
 ) -> None:
     host, escapee = _escaper(home, hosts, "exit")
+    with host.raw() as conn:
+        assert conn.request("host.send", {"input": "bye"})["success"]
     host.wait_state("done", "error")
     wait_for(lambda: not psutil.pid_exists(escapee), what="the escapee ended and reaped")
     assert host.alive()  # the host lingers, with nothing of its agent left

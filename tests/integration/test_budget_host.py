@@ -1,0 +1,145 @@
+"""Budgets in a real host with the demo agent: the crossing interrupts the agent, is
+recorded with its reason, refuses sends (API and CLI) until `agenthost budget` raises
+the limit, and every change is in the history."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hosttools import (
+    PY,
+    HostProc,
+    attached,
+    events_until,
+    history,
+    kill_tree,
+    start_host,
+    turn,
+)
+
+
+@pytest.fixture
+def hosts() -> Iterator[list[HostProc]]:
+    started: list[HostProc] = []
+    yield started
+    for host in started:
+        kill_tree(host.proc)
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "agenthost", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def _governance(host: HostProc, action: str) -> dict[str, object]:
+    with attached(host, offset=0) as conn:
+        events = events_until(
+            conn,
+            lambda e: e["type"] == "governance" and e["governance"]["action"] == action,
+        )
+    record: dict[str, object] = events[-1]["governance"]
+    return record
+
+
+def test_a_crossed_token_budget_refuses_sends_until_raised(
+    home: Path, hosts: list[HostProc]
+) -> None:
+    host = start_host(home, "b1", "--agent", "demo", "--budget-tokens", "1")
+    hosts.append(host)
+    # (limits that are not set are left out, as every null field of a status)
+    assert host.agent()["budget"] == {"tokens": 1, "spent_usd": 0.0, "spent_tokens": 0}
+    result = [e for e in turn(host, "hello") if e["type"] == "result"][-1]["result"]
+    record = _governance(host, "budget_exceeded")
+    spent = sum(result["usage"].values())
+    assert record["actor"] == "host"
+    assert record["spent_tokens"] == spent and record["tokens"] == 1
+    assert f"used {spent} tokens of its 1 token budget" in str(record["reason"])
+    host.wait_state("idle")
+
+    with host.raw() as conn:
+        refused = conn.request("host.send", {"input": "more"})
+    assert (refused["success"], refused["code"]) == (False, "budget_exceeded")
+    sent = cli(home, "send", "b1", "more")
+    assert sent.returncode == 12, sent
+    assert "over its budget" in sent.stderr and "agenthost budget b1" in sent.stderr
+
+    raised = cli(home, "budget", "b1", "--tokens", "1000000")
+    assert raised.returncode == 0, raised
+    assert "tokens: 1000000" in raised.stdout
+    changed = _governance(host, "budget_changed")
+    assert changed["actor"] == "cli"
+    assert changed["reason"] == "token limit 1 -> 1000000; sends allowed again"
+    assert any(e["type"] == "result" for e in turn(host, "again"))
+
+    shown = json.loads(cli(home, "budget", "b1", "--json").stdout)
+    assert shown["tokens"] == 1000000 and shown["exceeded"] is None
+    assert shown["spent_tokens"] > spent
+    lines = [e["content"] for e in history(host) if e["role"] == "governance"]
+    assert lines == [
+        f"budget exceeded by host: {record['reason']}",
+        f"budget changed by cli: {changed['reason']}",
+    ]
+
+
+def test_a_usd_budget_set_later_below_the_spent_cost_refuses_at_once(
+    home: Path, hosts: list[HostProc]
+) -> None:
+    host = start_host(home, "b2", "--agent", "demo")
+    hosts.append(host)
+    assert "budget" not in host.agent()  # no budget: nothing loaded, nothing shown
+    turn(host, "hello")  # not counted: no budget existed yet
+    lowered = cli(home, "budget", "b2", "--usd", "0")
+    assert lowered.returncode == 0, lowered
+    assert "USD limit none -> $0.00; still over" in str(_governance(host, "budget_changed"))
+    assert cli(home, "send", "b2", "x").returncode == 12
+    cleared = cli(home, "budget", "b2", "--clear", "usd")
+    assert cleared.returncode == 0 and "usd:    none" in cleared.stdout
+    assert any(e["type"] == "result" for e in turn(host, "again"))
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ({"usd": "5"}, "usd"),
+        ({"usd": -1}, "usd"),
+        ({"tokens": 1.5}, "tokens"),
+        ({"clear": ["dollars"]}, "clear"),
+        ({"usd": 1, "clear": ["usd"]}, "both set and cleared"),
+    ],
+)
+def test_garbage_budget_requests_are_refused_and_change_nothing(
+    home: Path, hosts: list[HostProc], payload: dict[str, object], says: str
+) -> None:
+    if not hosts:
+        hosts.append(start_host(home, "b3", "--agent", "demo", "--budget-usd", "2"))
+    host = hosts[0]
+    with host.raw() as conn:
+        response = conn.request("host.budget", payload)
+    assert (response["success"], response["code"]) == (False, "invalid_payload")
+    assert says in response["error"]
+    assert host.agent()["budget"]["usd"] == 2.0
+
+
+@pytest.mark.parametrize("value", ["-1", "abc", str(math.inf)])
+def test_garbage_budget_options_are_usage_errors(home: Path, value: str) -> None:
+    result = cli(home, "serve", "--agent-id", "x", "--budget-usd", value)
+    assert result.returncode == 2, result
+    assert "--budget-usd" in result.stderr
+    assert cli(home, "budget", "x", "--tokens", value).returncode == 2
+
+
+def test_set_and_clear_together_is_a_usage_error(home: Path) -> None:
+    result = cli(home, "budget", "x", "--usd", "1", "--clear", "usd")
+    assert result.returncode == 2 and "both set and cleared" in result.stderr

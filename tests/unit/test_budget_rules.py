@@ -1,0 +1,131 @@
+"""Budgets, sans-IO (agenthost.governance.budget): what counts as spent, when a limit
+is crossed, what a change of the limits does."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from agenthost.governance.budget import BudgetState, change, check, observe, turn_tokens, usd
+
+
+def claude_result(cost: Any, inp: Any = 10, out: Any = 5, **more: Any) -> dict[str, Any]:
+    return {"cost_usd": cost, "usage": {"input_tokens": inp, "output_tokens": out, **more}}
+
+
+def test_usd_spent_is_the_highest_cumulative_cost_reported_not_a_sum() -> None:
+    state = BudgetState(usd=1.0)
+    state, crossing = observe(state, claude_result(0.4))
+    assert (state.spent_usd, crossing) == (0.4, None)
+    state, crossing = observe(state, claude_result(0.7))  # cumulative: 0.7, not 1.1
+    assert (state.spent_usd, crossing) == (0.7, None)
+    state, crossing = observe(state, claude_result(0.5))  # a lower report changes nothing
+    assert state.spent_usd == 0.7 and crossing is None
+
+
+def test_reaching_the_usd_limit_crosses_it_once_with_the_numbers() -> None:
+    state, crossing = observe(BudgetState(usd=1.0), claude_result(1.0))
+    assert crossing is not None and crossing.limit == "usd"
+    assert crossing.reason == "spent $1.00 of its $1.00 budget"
+    assert crossing.detail == {"limit": "usd", "usd": 1.0, "spent_usd": 1.0}
+    assert state.exceeded == crossing.reason
+    state, again = observe(state, claude_result(2.0))
+    assert again is None and state.spent_usd == 2.0  # still counted, reported once
+
+
+def test_tokens_add_up_over_turns_with_claudes_cache_fields() -> None:
+    state = BudgetState(tokens=100)
+    state, crossing = observe(
+        state,
+        claude_result(None, 10, 5, cache_creation_input_tokens=20, cache_read_input_tokens=15),
+    )
+    assert (state.spent_tokens, crossing) == (50, None)
+    state, crossing = observe(state, claude_result(None, 40, 10))
+    assert state.spent_tokens == 100
+    assert crossing is not None and crossing.limit == "tokens"
+    assert crossing.reason == "used 100 tokens of its 100 token budget"
+
+
+def test_codex_total_tokens_wins_over_the_parts() -> None:
+    usage = {"input_tokens": 10, "cached_input_tokens": 8, "output_tokens": 3, "total_tokens": 13}
+    assert turn_tokens(usage) == 13
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [None, [], "many", 7, {"input_tokens": "10"}, {"input_tokens": -5}, {"total_tokens": math.nan}],
+)
+def test_garbage_usage_counts_nothing(usage: Any) -> None:
+    assert turn_tokens(usage) == 0
+
+
+@pytest.mark.parametrize("cost", ["1.5", -1, math.nan, math.inf, True, None, [1]])
+def test_garbage_cost_is_ignored(cost: Any) -> None:
+    state, crossing = observe(BudgetState(usd=0.5, spent_usd=0.2), {"cost_usd": cost})
+    assert (state.spent_usd, crossing) == (0.2, None)
+
+
+def test_no_limit_never_crosses_but_still_counts() -> None:
+    state, crossing = observe(BudgetState(), claude_result(100.0, 10**6, 10**6))
+    assert crossing is None and state.spent_usd == 100.0 and state.spent_tokens == 2 * 10**6
+    assert not state.limited
+
+
+def test_usd_is_checked_before_tokens() -> None:
+    state = BudgetState(usd=1.0, tokens=10, spent_usd=2.0, spent_tokens=20)
+    crossing = check(state)
+    assert crossing is not None and crossing.limit == "usd"
+
+
+def test_raising_the_reached_limit_lets_sends_through_and_says_so() -> None:
+    over = BudgetState(usd=1.0, spent_usd=1.2, exceeded="spent $1.20 of its $1.00 budget")
+    raised, text = change(over, usd=5.0)
+    assert raised.exceeded is None and raised.usd == 5.0
+    assert text == "USD limit $1.00 -> $5.00; sends allowed again"
+
+
+def test_raising_one_limit_while_the_other_is_reached_keeps_refusing() -> None:
+    over = BudgetState(usd=1.0, tokens=10, spent_usd=0.1, spent_tokens=50, exceeded="x")
+    still, text = change(over, usd=5.0)
+    assert still.exceeded == "used 50 tokens of its 10 token budget"
+    assert text.startswith("USD limit $1.00 -> $5.00; still over: used 50 tokens")
+
+
+def test_lowering_below_what_was_spent_refuses_at_once() -> None:
+    lowered, _ = change(BudgetState(usd=10.0, spent_usd=2.0), usd=1.0)
+    assert lowered.exceeded == "spent $2.00 of its $1.00 budget"
+
+
+def test_clearing_removes_a_limit() -> None:
+    over = BudgetState(tokens=10, spent_tokens=11, exceeded="x")
+    cleared, text = change(over, clear=["tokens"])
+    assert cleared.tokens is None and cleared.exceeded is None
+    assert text == "token limit 10 -> none; sends allowed again"
+
+
+def test_setting_and_clearing_the_same_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="both set and cleared"):
+        change(BudgetState(), usd=1.0, clear=["usd"])
+    with pytest.raises(ValueError, match="both set and cleared"):
+        change(BudgetState(), tokens=1, clear=["tokens"])
+
+
+def test_an_unchanged_budget_says_so() -> None:
+    assert change(BudgetState(usd=1.0), usd=1.0)[1] == "limits unchanged"
+
+
+def test_amounts_read_well() -> None:
+    assert (usd(0), usd(0.004), usd(0.0123), usd(12.5)) == ("$0.00", "$0.0040", "$0.01", "$12.50")
+
+
+def test_the_record_of_agent_info() -> None:
+    state = BudgetState(usd=1.0, spent_usd=0.1234567, spent_tokens=3)
+    assert state.as_dict() == {
+        "usd": 1.0,
+        "tokens": None,
+        "spent_usd": 0.123457,
+        "spent_tokens": 3,
+        "exceeded": None,
+    }
