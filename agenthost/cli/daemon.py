@@ -27,6 +27,44 @@ from agenthost.paths import validate_agent_id
 from agenthost.remote import Remote
 
 
+def _duration_value(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> float | None:
+    if value is None:
+        return None
+    from agenthost.config import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if seconds <= 0:
+        raise click.BadParameter(f"{value!r}: a duration above zero")
+    return seconds
+
+
+def _size_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from agenthost.daemon.resources import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _cpus_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    from agenthost.daemon.resources import parse_cpus
+
+    try:
+        return parse_cpus(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command(context_settings={"show_default": True})
 @click.option(
     "--host-scope",
@@ -71,6 +109,20 @@ from agenthost.remote import Remote
     help="Fork hosts from a pre-imported factory process (a fraction of the CPU and "
     "memory of an exec'd host); without it, or in systemd scopes, hosts are exec'd.",
 )
+@click.option(
+    "--max-agents",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run at most this many agents; a spawn beyond is refused (or queued: --queue).",
+)
+@click.option("--queue", is_flag=True, help="With --max-agents: queue spawns beyond the limit.")
+@click.option(
+    "--idle-stop",
+    metavar="DURATION",
+    callback=_duration_value,
+    default=None,
+    help="Stop an agent idle this long (30m, 2h); `run` of its id resumes it.",
+)
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
 @home_option
 @handle_errors
@@ -82,6 +134,9 @@ def daemon(
     watch_buffer: int,
     watch_queue: int,
     host_factory: bool,
+    max_agents: int | None,
+    queue: bool,
+    idle_stop: float | None,
     log_level: str,
     home: Path | None,
 ) -> None:
@@ -100,6 +155,7 @@ def daemon(
     # see agenthost.cli.main; run_daemon freezes them once imported).
     gc.disable()
     try:
+        from agenthost.daemon.limits import Limits
         from agenthost.daemon.run import run_daemon
         from agenthost.daemon.service import DaemonConfig
         from agenthost.daemon.spawner import HostScope
@@ -118,6 +174,7 @@ def daemon(
         watch_queue=watch_queue,
         host_scope=cast(HostScope, host_scope),
         log_level=log_level,
+        limits=Limits(max_agents, queue, idle_stop),
     )
     factory = None
     if host_factory and host_scope != "systemd":
@@ -136,13 +193,19 @@ def daemon(
 
 @contextlib.contextmanager
 def _stop_first(agent_id: str) -> Iterator[None]:
-    """Add what to do to the daemon's ``busy`` answer (hints do not cross the wire)."""
-    from agenthost.errors import Busy
+    """Add what to do to the daemon's ``busy`` and ``limit_reached`` answers (hints do
+    not cross the wire)."""
+    from agenthost.errors import Busy, LimitReached
 
     try:
         yield
     except Busy as exc:
         exc.hint = exc.hint or f"stop it first: agenthost stop {agent_id}"
+        raise
+    except LimitReached as exc:
+        exc.hint = exc.hint or (
+            "stop an agent first (agenthost stop ID), or start the daemon with --queue"
+        )
         raise
 
 
@@ -164,6 +227,20 @@ def _stop_first(agent_id: str) -> Iterator[None]:
 )
 @click.option(
     "--backoff-max", type=click.FloatRange(min=0), default=60.0, help="Longest restart delay."
+)
+@click.option(
+    "--memory-max",
+    metavar="SIZE",
+    callback=_size_value,
+    default=None,
+    help="Memory the host and its agent may use (512M, 2G); needs systemd scopes.",
+)
+@click.option(
+    "--cpu-max",
+    metavar="CPUS",
+    callback=_cpus_value,
+    default=None,
+    help="CPUs the host and its agent may use (1.5); needs systemd scopes.",
 )
 @remote_option
 @home_option
@@ -190,6 +267,8 @@ def run(
     max_restarts: int,
     backoff: float,
     backoff_max: float,
+    memory_max: int | None,
+    cpu_max: float | None,
     home: Path | None,
     remote: Remote | None,
     as_json: bool,
@@ -240,6 +319,8 @@ def run(
             backoff=backoff,
             backoff_max=backoff_max,
         ),
+        memory_max=memory_max,
+        cpu_max=cpu_max,
     )
     daemon_pid = ensure_daemon(root) if root is not None and remote is None else 0
 
@@ -257,6 +338,12 @@ def run(
         return
     if daemon_pid:
         click.echo(f"started the daemon (pid {daemon_pid})", err=True)
+    if result.queued:
+        click.echo(
+            f"queued {agent_id}: the daemon runs as many agents as it may (--max-agents); "
+            "it starts when one ends (agenthost list shows it as queued)"
+        )
+        return
     click.echo(
         f"host for {agent_id} started by the daemon (pid {result.host_pid}); "
         f"socket {result.socket_path}; log {result.log_path}"

@@ -13,6 +13,7 @@ import time
 import structlog
 
 from agenthost.daemon.files import purge_journal
+from agenthost.daemon.limits import admit
 from agenthost.daemon.protocol import (
     ENDED_STATUSES,
     AgentStatus,
@@ -25,10 +26,16 @@ from agenthost.daemon.protocol import (
     SpawnSpec,
 )
 from agenthost.daemon.registry import AgentRecord
-from agenthost.daemon.supervisor import Agent, Supervisor
-from agenthost.errors import AgentHostError, AgentNotRunning, Busy, HostAlreadyRunning
+from agenthost.daemon.supervisor import Agent, Supervisor, resumable
+from agenthost.errors import (
+    AgentHostError,
+    AgentNotRunning,
+    Busy,
+    HostAlreadyRunning,
+    LimitReached,
+)
 from agenthost.lockfile import is_lock_held
-from agenthost.paths import lock_path
+from agenthost.paths import lock_path, log_path, socket_path
 from agenthost.protocol import StopResponse
 from agenthost.timefmt import short_duration
 
@@ -43,6 +50,7 @@ async def spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
 
     options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
     make_adapter(spec.agent, options).build_command(spec.command)
+    sup.spawner.check_resources(spec)  # enforceable here, or refused before anything
     agent_id = spec.agent_id
     if agent_id in sup.spawning:
         raise HostAlreadyRunning(f"agent {agent_id!r} is being spawned")
@@ -69,15 +77,64 @@ async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
     if is_lock_held(lock_path(sup.home, agent_id)):
         raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
     old = known.record if known is not None else None
+    if old is not None and old.stop_reason == "idle" and old.session_id and spec.resume is None:
+        # stopped for idleness: the same id carries on where it was (its journal goes
+        # on anyway), in the same session where the agent can resume one
+        if resumable(spec.agent):
+            spec = spec.model_copy(update={"resume": old.session_id})
+    admission = admit(sup.limits, sup.live_count(exclude=agent_id))
+    if admission.verdict == "refuse":
+        raise LimitReached(
+            admission.reason,
+            hint="stop an agent first (agenthost stop ID), or start the daemon with --queue",
+        )
     record = AgentRecord(
         agent_id,
-        AgentStatus.SPAWNING,
+        AgentStatus.QUEUED if admission.verdict == "queue" else AgentStatus.SPAWNING,
         spec=spec,
         epoch=old.epoch if old else "",  # a journaled host continues its stream
         last_offset=old.last_offset if old else 0,
         created_at=old.created_at if old else time.time(),
+        queued_at=time.time() if admission.verdict == "queue" else None,
     )
     agent = sup.agents[agent_id] = Agent(record)
+    if admission.verdict == "queue":
+        sup.save(record)
+        log.info("agent.queued", agent_id=agent_id, reason=admission.reason)
+        return SpawnResponse(
+            agent_id=agent_id,
+            host_pid=0,
+            socket_path=str(socket_path(sup.home, agent_id)),
+            log_path=str(log_path(sup.home, agent_id)),
+            queued=True,
+        )
+    return await _launch(sup, agent)
+
+
+def launch_queued(sup: Supervisor, agent: Agent) -> None:
+    """Start the host of a queued agent whose turn came (the supervisor calls it when a
+    place frees). A failure is recorded on the agent, as for any spawn."""
+
+    async def launch() -> None:
+        agent_id = agent.record.agent_id
+        sup.spawning.add(agent_id)
+        try:
+            await _launch(sup, agent)
+        except AgentHostError as exc:
+            log.warning("agent.dequeue_failed", agent_id=agent_id, error=exc.message)
+        finally:
+            sup.spawning.discard(agent_id)
+
+    sup.background(launch())
+
+
+async def _launch(sup: Supervisor, agent: Agent) -> SpawnResponse:
+    """Record the agent as spawning, start its host, follow it."""
+    record = agent.record
+    agent_id, spec = record.agent_id, record.spec
+    assert spec is not None
+    record.status = AgentStatus.SPAWNING
+    record.queued_at = None
     try:
         # not recorded, not started (a full disk): refused, and the id stays free
         sup.registry.save(record)

@@ -277,6 +277,9 @@ class DaemonPingResponse(OpenModel):
     agents: int = 0
     host_scope: str = "session"
     """How hosts are started: ``session`` (own session) or ``systemd`` (own scope)."""
+    limits: dict[str, Any] | None = None
+    """(1.4) ``max_agents``, ``queue``, ``idle_stop`` (seconds), as the daemon was
+    started with (null values: no limit)."""
     reconcile: ReconcileReport | None = None
 
 
@@ -308,6 +311,8 @@ class DaemonAgent(OpenModel):
     """(1.4) The path of the agent's worktree, which ``forget`` removes."""
     stop_reason: str | None = None
     """(1.4) Why the daemon stopped it (``idle``: ``--idle-stop``), when it did."""
+    queued_at: Timestamp | None = None
+    """(1.4) When its spawn was queued (status ``queued``)."""
     created_at: Timestamp
     updated_at: Timestamp
     spec: SpawnSpec | None = None
@@ -324,6 +329,9 @@ class SpawnResponse(OpenModel):
     log_path: str
     unit: str | None = None
     """The systemd scope the host runs in, when the daemon runs under systemd."""
+    queued: bool = False
+    """(1.4) The daemon runs ``--max-agents`` agents and queues (``--queue``): the host
+    starts when one ends (``host_pid`` 0 until then)."""
 
 
 class DaemonStopResponse(StopResponse):

@@ -102,6 +102,10 @@ class AgentRecord:
     next_restart_at: float | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+    stop_reason: str | None = None
+    """(added) Why the daemon stopped the agent itself: ``idle`` (``--idle-stop``)."""
+    queued_at: float | None = None
+    """(added) When a spawn was queued (``--max-agents`` with ``--queue``)."""
 
     @property
     def active(self) -> bool:
@@ -134,6 +138,8 @@ class AgentRecord:
             host_protocol_version=self.host_protocol_version,
             older_version=older_version,
             next_restart_at=_dt(self.next_restart_at),
+            stop_reason=self.stop_reason,
+            queued_at=_dt(self.queued_at),
             created_at=_dt(self.created_at) or datetime.now(UTC),
             updated_at=_dt(self.updated_at) or datetime.now(UTC),
             spec=redacted(self.spec),
@@ -141,6 +147,10 @@ class AgentRecord:
 
 
 _COLUMNS: Final = tuple(f.name for f in fields(AgentRecord))
+ADDED_COLUMNS: Final = {"stop_reason": "TEXT", "queued_at": "REAL"}
+"""Columns added to ``agents`` after schema 1 was published. Added in place (``ALTER
+TABLE``) without a new schema version: an older agenthost reads the columns it knows
+and never sees these (its writes leave them NULL)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +200,10 @@ class Registry:
             # statement by statement: executescript() would commit our transaction first
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
+            have = {row[1] for row in db.execute("PRAGMA table_info(agents)")}
+            for name, kind in ADDED_COLUMNS.items():
+                if name not in have:
+                    db.execute(f"ALTER TABLE agents ADD COLUMN {name} {kind}")
             self._check_version(writable=True)
 
     def _check_version(self, *, writable: bool) -> None:
@@ -368,7 +382,8 @@ def _to_row(record: AgentRecord) -> tuple[Any, ...]:
 
 
 def _from_row(row: sqlite3.Row) -> AgentRecord:
-    data = {name: row[name] for name in _COLUMNS}
+    present = row.keys()  # a registry an older daemon wrote, read-only: no added columns
+    data: dict[str, Any] = {name: row[name] if name in present else None for name in _COLUMNS}
     spec = data.pop("spec")
     try:
         parsed = SpawnSpec.model_validate_json(spec) if spec else None

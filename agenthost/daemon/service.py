@@ -30,6 +30,7 @@ from agenthost.daemon import commands
 from agenthost.daemon.backfill import Backfills, open_source
 from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Held, Hub
 from agenthost.daemon.files import daemon_lock_path, daemon_socket_path, registry_path
+from agenthost.daemon.limits import Limits
 from agenthost.daemon.protocol import (
     DAEMON_PROTOCOL_VERSION,
     DaemonListResponse,
@@ -81,6 +82,8 @@ class DaemonConfig:
     log_level: str = "info"
     notify_flush: float = 2.0
     """At shutdown, how long notices being delivered get before they are cancelled."""
+    limits: Limits = Limits()
+    """``--max-agents``, ``--queue``, ``--idle-stop``."""
 
 
 class Daemon:
@@ -121,6 +124,9 @@ class Daemon:
                 self.hub,
                 probe_timeout=self.config.probe_timeout,
             )
+            self.supervisor.limits = self.config.limits
+            supervisor = self.supervisor
+            self.supervisor.start_queued = lambda agent: commands.launch_queued(supervisor, agent)
             self.notifier = Notifier(self.home)
             self.notifier.start()
             self.supervisor.notifier = self.notifier
@@ -128,6 +134,7 @@ class Daemon:
             self.report = await reconcile(
                 self.supervisor, attach_timeout=self.config.attach_timeout
             )
+            self.supervisor.dequeue_soon()  # places may have freed while no daemon ran
             self.server = DaemonServer(self.socket_path, self, max_queue=self.hub.max_queue)
             await self.server.start()
             self._chore(self._flush_loop())
@@ -307,6 +314,7 @@ class Daemon:
             started_at=datetime.fromtimestamp(self.started_at, UTC),
             agents=len(self.supervisor.agents) if self.supervisor else 0,
             host_scope=self.spawner.scope,
+            limits=self.config.limits.describe(),
             reconcile=self.report,
         )
 

@@ -44,6 +44,7 @@ from typing import Any, Final, Literal, TypeVar
 import structlog
 
 from agenthost.client import AsyncClient
+from agenthost.daemon import resources
 from agenthost.daemon.protocol import SpawnSpec
 from agenthost.errors import AgentHostError, ConfigError, FactoryError, HostAlreadyRunning
 from agenthost.hostfactory.handle import Factory
@@ -199,6 +200,14 @@ class Spawner:
         """Hosts started by this daemon that have not exited yet."""
         return len(self._children)
 
+    def check_resources(self, spec: SpawnSpec) -> list[str]:
+        """The scope properties that enforce the spec's memory and CPU limits; raise
+        ResourceLimitUnsupported where hosts cannot be given them
+        (:mod:`agenthost.daemon.resources`)."""
+        if spec.memory_max is None and spec.cpu_max is None:
+            return []
+        return resources.plan(spec.memory_max, spec.cpu_max, resources.read_facts(self.scope))
+
     async def spawn(self, spec: SpawnSpec, *, resume: str | None = None) -> SpawnedHost:
         """Start a host for ``spec``; return once it reported READY=1 and answers a ping.
 
@@ -206,6 +215,7 @@ class Spawner:
         (with the end of its log) if it exits or is not ready in time.
         """
         agent_id = spec.agent_id
+        properties = self.check_resources(spec)  # (a restart too: the scope may have changed)
         if is_lock_held(lock_path(self.home, agent_id)):
             raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
         ensure_private_dir(logs_dir(self.home))
@@ -221,7 +231,7 @@ class Spawner:
             notify.setblocking(False)
             env["NOTIFY_SOCKET"] = "@" + name
             start_offset = log_file.stat().st_size if log_file.exists() else 0
-            started = await self._start(options, env, log_file, spec)
+            started = await self._start(options, env, log_file, spec, properties)
             try:
                 await self._wait_ready(notify, started)
             except HostStartError as exc:
@@ -251,9 +261,15 @@ class Spawner:
         )
 
     async def _start(
-        self, options: HostOptions, env: dict[str, str], log_file: Path, spec: SpawnSpec
+        self,
+        options: HostOptions,
+        env: dict[str, str],
+        log_file: Path,
+        spec: SpawnSpec,
+        properties: list[str],
     ) -> _Starting:
-        """Fork the host from the factory, or else exec it (in a systemd scope if so)."""
+        """Fork the host from the factory, or else exec it (in a systemd scope if so,
+        with ``properties``: its memory and CPU limits)."""
         cwd = self._host_cwd(spec)
         argv = options.command_line()
         lost_factory = False
@@ -281,6 +297,7 @@ class Spawner:
                 "--collect",
                 f"--unit={unit}",
                 f"--description=agenthost host for agent {options.agent_id}",
+                *(f"--property={p}" for p in properties),
                 "--",
                 *argv,
             ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +27,13 @@ from agenthost.client import AsyncClient, probe_host_async
 from agenthost.daemon.discovery import check_versions, end_from_log
 from agenthost.daemon.fanout import Hub
 from agenthost.daemon.follower import Attached, Follower
+from agenthost.daemon.limits import (
+    LIVE_STATUSES,
+    Limits,
+    idle_reason,
+    idle_stop_delay,
+    to_start,
+)
 from agenthost.daemon.policy import Outcome, RestartDecision, decide, is_failure
 from agenthost.daemon.protocol import AgentStatus, DaemonAgent, NoticeType, RestartPolicy
 from agenthost.daemon.registry import AgentRecord, ExitRecord, Registry
@@ -66,6 +73,9 @@ class Agent:
         self.older = False
         self.reattached_from: int | None = None
         self.socketless_seen = 0
+        self.stop_text = ""
+        """Why the daemon itself stopped the agent (``--idle-stop``), for its end."""
+        self.idle_timer: asyncio.TimerHandle | None = None
 
     @property
     def running(self) -> bool:
@@ -100,6 +110,11 @@ class Supervisor:
         """Agent ids a ``daemon.spawn`` is under way for."""
         self.notifier: Notifier | None = None
         """Told of every event, exit and end of a host (the daemon's notices)."""
+        self.limits = Limits()
+        self.start_queued: Callable[[Agent], None] | None = None
+        """Starts the host of a queued agent whose turn came (set by the daemon:
+        :func:`agenthost.daemon.commands.launch_queued`)."""
+        self._dequeue_pending = False
 
     # --- requests -----------------------------------------------------------------------
 
@@ -145,6 +160,10 @@ class Supervisor:
         agent.task = self._spawn_task(self._lifecycle(agent, mode, status, client))
         return True
 
+    def background(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``coro`` as a task of the supervisor (cancelled when it closes)."""
+        return self._spawn_task(coro)
+
     def _spawn_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -174,7 +193,7 @@ class Supervisor:
                     agent.record.last_error = exc.message
                     self.save(agent.record)
                     return
-                decision = self.end_run(agent, self._outcome(agent), "")
+                decision = self.end_run(agent, self._outcome(agent), agent.stop_text)
                 if not decision.restart:
                     return
                 mode = "restart"
@@ -240,7 +259,7 @@ class Supervisor:
                 await asyncio.wait_for(agent.wakeup.wait(), delay)
             if agent.stop_requested or record.spec is None:
                 return False
-            resume = record.session_id if _resumable(record.spec.agent) else None
+            resume = record.session_id if resumable(record.spec.agent) else None
             try:
                 host = await self.spawner.spawn(record.spec, resume=resume)
             except HostAlreadyRunning:
@@ -303,6 +322,9 @@ class Supervisor:
     def end_run(self, agent: Agent, outcome: Outcome, reason: str) -> RestartDecision:
         """Record how a host run ended and decide about a restart (status set, saved)."""
         record = agent.record
+        if agent.idle_timer is not None:
+            agent.idle_timer.cancel()
+            agent.idle_timer = None
         if outcome is Outcome.LOST:  # (nothing in its log either: vanished_outcome)
             record.ended_at = time.time()  # when the daemon noticed: the best it knows
             reason = reason or "the host died without the daemon seeing the agent's end"
@@ -358,6 +380,7 @@ class Supervisor:
             status=record.status,
             restart=decision.restart,
         )
+        self.dequeue_soon()  # a place may have freed
         return decision
 
     # --- the follower sink --------------------------------------------------------------
@@ -392,6 +415,7 @@ class Supervisor:
             new_epoch=attached.new_epoch,
         )
         agent.attached.set()
+        self._idle_watch(agent)
         if self.notifier is not None:
             self.notifier.attached(agent_id, response.epoch, status.agent.project, record.state)
         if record.state in FINAL_STATES and record.status == AgentStatus.RUNNING:
@@ -408,6 +432,7 @@ class Supervisor:
             self.notifier.event(event)
         if event.type == "state" and event.state:
             record.state = event.state
+            self._idle_watch(agent)
             if event.state in FINAL_STATES and record.status == AgentStatus.RUNNING:
                 self._agent_exited(agent)
         elif event.type == "result" and event.result:
@@ -427,6 +452,68 @@ class Supervisor:
         agent.record.last_error = error
         self.save(agent.record)
         log.warning("host.unreachable", agent_id=agent_id, error=error)
+
+    # --- limits: the queue and idle stops (agenthost.daemon.limits decides) -------------
+
+    def live_count(self, exclude: str | None = None) -> int:
+        """Agents that take a place under ``--max-agents`` (``exclude`` left out)."""
+        return sum(
+            1
+            for agent_id, agent in self.agents.items()
+            if agent_id != exclude and agent.record.status in LIVE_STATUSES
+        )
+
+    def dequeue_soon(self) -> None:
+        """Start the queued agents a place freed for, once the current work is done."""
+        if self._dequeue_pending or self.start_queued is None or self.limits.max_agents is None:
+            return
+        if not any(a.record.status == AgentStatus.QUEUED for a in self.agents.values()):
+            return
+        self._dequeue_pending = True
+        asyncio.get_running_loop().call_soon(self._dequeue)
+
+    def _dequeue(self) -> None:
+        self._dequeue_pending = False
+        queued = [
+            (agent_id, agent.record.queued_at or agent.record.created_at)
+            for agent_id, agent in self.agents.items()
+            if agent.record.status == AgentStatus.QUEUED
+        ]
+        for agent_id in to_start(self.limits, self.live_count(), queued):
+            agent = self.agents[agent_id]
+            agent.record.status = AgentStatus.SPAWNING  # its place is taken from now on
+            log.info("agent.dequeued", agent_id=agent_id)
+            assert self.start_queued is not None
+            self.start_queued(agent)
+
+    def _idle_watch(self, agent: Agent) -> None:
+        """(Re)arm or disarm the agent's idle stop after a state change."""
+        if agent.idle_timer is not None:
+            agent.idle_timer.cancel()
+            agent.idle_timer = None
+        delay = idle_stop_delay(self.limits, agent.record.state)
+        if delay is None or agent.stop_requested:
+            return
+        agent.idle_timer = asyncio.get_running_loop().call_later(
+            delay, lambda: self._spawn_task(self._idle_stop(agent))
+        )
+
+    async def _idle_stop(self, agent: Agent) -> None:
+        """Stop an agent that stayed idle for ``--idle-stop``: its journal and session
+        stay, and ``run`` of the same id starts it again (resuming the session)."""
+        record = agent.record
+        agent.idle_timer = None
+        if record.state != "idle" or record.status != AgentStatus.RUNNING or agent.stop_requested:
+            return
+        reason = idle_reason(self.limits)
+        agent.stop_requested = True
+        agent.stop_text = reason
+        record.stop_reason = "idle"
+        agent.wakeup.set()
+        self.save(record)
+        log.info("agent.idle_stop", agent_id=record.agent_id, reason=reason)
+        with contextlib.suppress(AgentHostError):  # it ended meanwhile: as good
+            await self.stop_host(record.agent_id, False, 0, reason)
 
     def _agent_exited(self, agent: Agent) -> None:
         agent.record.status = AgentStatus.EXITED
@@ -509,6 +596,8 @@ class Supervisor:
         except RegistryError as exc:
             for record in records:
                 self._write_failed(record.agent_id, exc)
+        if any(r.status not in LIVE_STATUSES for r in records):
+            self.dequeue_soon()
 
     @contextlib.contextmanager
     def saves_held(self) -> Iterator[None]:
@@ -564,7 +653,7 @@ class Supervisor:
         self.flush()
 
 
-def _resumable(kind: str) -> bool:
+def resumable(kind: str) -> bool:
     from agenthost.agents import adapter_class  # with the first restart, not at start-up
 
     adapter = adapter_class(kind)
