@@ -108,6 +108,11 @@ def journal_dir(home: Path, agent_id: str) -> Path:
     return journals_dir(home) / validate_agent_id(agent_id)
 
 
+def worktrees_dir(home: Path) -> Path:
+    """The directory of the agents' git worktrees (``run --worktree``)."""
+    return home / "worktrees"
+
+
 def logs_dir(home: Path) -> Path:
     """The directory of detached hosts' log files."""
     return home / "logs"

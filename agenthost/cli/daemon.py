@@ -27,6 +27,17 @@ from agenthost.paths import validate_agent_id
 from agenthost.remote import Remote
 
 
+def _worktree_fields(
+    worktree: str | None, repo: Path | None, setup: str | None, remote: Remote | None
+) -> dict[str, str | None]:
+    """The spec's worktree fields: the repository made absolute here, unless it is on
+    another machine (--remote: taken as given)."""
+    if worktree is None:
+        return {}
+    where = str((repo or Path.cwd()).expanduser().absolute()) if remote is None else str(repo)
+    return {"worktree": worktree, "repo": where, "setup": setup}
+
+
 def _duration_value(
     _ctx: click.Context, _param: click.Parameter, value: str | None
 ) -> float | None:
@@ -229,6 +240,28 @@ def _stop_first(agent_id: str) -> Iterator[None]:
     "--backoff-max", type=click.FloatRange(min=0), default=60.0, help="Longest restart delay."
 )
 @click.option(
+    "--worktree",
+    "worktree",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[BRANCH]",
+    help="Run the agent in a git worktree of its own of --repo, on BRANCH (default: "
+    "agenthost/ID; made from the repository's HEAD if new). forget removes it.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The repository of --worktree [default: the current directory].",
+)
+@click.option(
+    "--setup",
+    default=None,
+    metavar="COMMAND",
+    help="A shell command run in a new worktree before the agent starts (npm ci...).",
+)
+@click.option(
     "--memory-max",
     metavar="SIZE",
     callback=_size_value,
@@ -267,6 +300,9 @@ def run(
     max_restarts: int,
     backoff: float,
     backoff_max: float,
+    worktree: str | None,
+    repo: Path | None,
+    setup: str | None,
     memory_max: int | None,
     cpu_max: float | None,
     home: Path | None,
@@ -288,6 +324,20 @@ def run(
     from agenthost.daemon.client import DaemonClient, ensure_daemon
     from agenthost.daemon.protocol import RestartPolicy, SpawnResponse, SpawnSpec
 
+    if worktree is None and (repo is not None or setup is not None):
+        raise click.UsageError("--repo and --setup go with --worktree")
+    if worktree is not None and cwd is not None:
+        raise click.UsageError("--worktree chooses the working directory: no --cwd with it")
+    if worktree is not None and remote is not None and repo is None:
+        raise click.UsageError("--worktree with --remote needs --repo (a directory there)")
+    if worktree:
+        from agenthost.daemon.worktrees import check_branch
+        from agenthost.errors import ConfigError
+
+        try:
+            check_branch(worktree)
+        except ConfigError as exc:
+            raise click.BadParameter(exc.message, param_hint="--worktree") from None
     if remote is None:
         root: Path | None
         root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
@@ -321,6 +371,7 @@ def run(
         ),
         memory_max=memory_max,
         cpu_max=cpu_max,
+        **_worktree_fields(worktree, repo, setup, remote),
     )
     daemon_pid = ensure_daemon(root) if root is not None and remote is None else 0
 
@@ -397,3 +448,11 @@ def forget(
         click.echo(f"forgot {agent_id}" + (" and deleted its journal" if result.purged else ""))
     else:
         click.echo(f"deleted the journal of {agent_id} (the daemon did not know it)")
+    if result.worktree is not None and result.worktree_removed:
+        click.echo(f"removed its worktree {result.worktree} (its branch is kept)")
+    elif result.worktree is not None:
+        click.echo(
+            f"kept its worktree {result.worktree}: {result.worktree_kept_reason} "
+            f"(git -C {result.worktree} status)",
+            err=True,
+        )

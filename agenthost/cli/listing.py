@@ -77,9 +77,14 @@ def table_rows(
     headers = list(BASE_HEADERS)
     if known:
         headers += DAEMON_HEADERS
+        branches = any(entry.branch for entry in known.values())
+        if branches:  # (agents in worktrees of their own: run --worktree)
+            headers.append("branch")
         for row in rows:
             entry = known.get(row[0])
             row += [entry.status, str(entry.restarts)] if entry else ["-", ""]
+            if branches:
+                row.append((entry.branch or "") if entry else "")
     rows.sort(key=lambda row: row[0])
     return headers, rows
 
@@ -95,6 +100,8 @@ def machine_rows(
     tables = [(machine, table_rows(*_from_items(items))) for machine, items in machines]
     if any(len(h) > len(BASE_HEADERS) for _, (h, _) in tables):
         headers += DAEMON_HEADERS
+    if any("branch" in h for _, (h, _) in tables):
+        headers.append("branch")
     for machine, (_, machine_table) in tables:
         for row in machine_table:
             rows.append([machine, *row, *[""] * (len(headers) - 1 - len(row))])

@@ -355,6 +355,7 @@ def forget_agent(
     half-edited view). Raise Busy for a live agent. Blocking."""
     import uvloop
 
+    from agenthost.daemon import worktrees
     from agenthost.daemon.files import purge_journal, refuse_if_running, registry_path
     from agenthost.daemon.registry import Registry
     from agenthost.errors import HostAlreadyRunning
@@ -381,10 +382,14 @@ def forget_agent(
         refuse_if_running(home, agent_id)
         purged = purge_journal(home, agent_id) if purge else False
         forgotten = False
+        removal = None
         path = registry_path(home)
         if path.exists():
             with Registry(path) as registry:
+                record = registry.load().get(agent_id)
+                if record is not None and record.spec is not None:
+                    removal = worktrees.remove(record.spec)
                 forgotten = registry.forget(agent_id)
-        return ForgetResponse(agent_id=agent_id, forgotten=forgotten, purged=purged)
+        return worktrees.forget_response(agent_id, forgotten, purged, removal)
     finally:
         lock.release()

@@ -12,6 +12,7 @@ import time
 
 import structlog
 
+from agenthost.daemon import worktrees
 from agenthost.daemon.files import purge_journal
 from agenthost.daemon.limits import admit
 from agenthost.daemon.protocol import (
@@ -76,6 +77,10 @@ async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
         )
     if is_lock_held(lock_path(sup.home, agent_id)):
         raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
+    if spec.worktree is not None:  # its own git worktree (made now, or found again)
+        spec = await asyncio.to_thread(
+            worktrees.prepare, sup.home, spec, log_path(sup.home, agent_id)
+        )
     old = known.record if known is not None else None
     if old is not None and old.stop_reason == "idle" and old.session_id and spec.resume is None:
         # stopped for idleness: the same id carries on where it was (its journal goes
@@ -236,9 +241,11 @@ async def forget(sup: Supervisor, request: ForgetRequest) -> ForgetResponse:
             hint=f"stop it first: agenthost stop {agent_id}",
         )
     purged = purge_journal(sup.home, agent_id) if request.purge else False
+    spec = agent.record.spec if agent is not None else None
+    removal = await asyncio.to_thread(worktrees.remove, spec) if spec is not None else None
     sup.agents.pop(agent_id, None)
     sup.hub.forget(agent_id)
     if sup.notifier is not None:
         sup.notifier.forget(agent_id)
     forgotten = sup.registry.forget(agent_id)
-    return ForgetResponse(agent_id=agent_id, forgotten=forgotten, purged=purged)
+    return worktrees.forget_response(agent_id, forgotten, purged, removal)

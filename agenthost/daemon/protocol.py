@@ -344,6 +344,12 @@ class ForgetResponse(OpenModel):
     """The registry knew the agent (and no longer does)."""
     purged: bool = False
     """Its journal was deleted (``purge``; False when there was none)."""
+    worktree: str | None = None
+    """(1.4) The agent's worktree (``run --worktree``), when it had one."""
+    worktree_removed: bool | None = None
+    """(1.4) Whether the worktree was removed (its branch always stays)."""
+    worktree_kept_reason: str | None = None
+    """(1.4) Why it was kept: uncommitted changes, or git refused."""
 
 
 class WatchStart(OpenModel):

@@ -140,6 +140,8 @@ class AgentRecord:
             next_restart_at=_dt(self.next_restart_at),
             stop_reason=self.stop_reason,
             queued_at=_dt(self.queued_at),
+            branch=_branch(self),
+            worktree=self.spec.cwd if self.spec and self.spec.worktree is not None else None,
             created_at=_dt(self.created_at) or datetime.now(UTC),
             updated_at=_dt(self.updated_at) or datetime.now(UTC),
             spec=redacted(self.spec),
@@ -403,6 +405,13 @@ def redacted(spec: SpawnSpec | None) -> SpawnSpec | None:
     if spec is None or not spec.env:
         return spec
     return spec.model_copy(update={"env": dict.fromkeys(spec.env, REDACTED)})
+
+
+def _branch(record: AgentRecord) -> str | None:
+    spec = record.spec
+    if spec is None or spec.worktree is None:
+        return None
+    return spec.worktree or f"agenthost/{record.agent_id}"  # as worktrees.branch_for
 
 
 def _dt(ts: float | None) -> datetime | None:
