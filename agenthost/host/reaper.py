@@ -19,11 +19,15 @@ re-parented to the host instead of init, and becomes one of its children.
   descendant inherits. A process that cleared its environment escapes that last
   path only.
 
-The host's own children (the agent, its watchdog, an ACP agent's terminals) are
-registered in :data:`OWN` by :class:`~agenthost.host.process.AgentProcess`; only
-other children are ever reaped or ended here, so that ``Popen`` keeps its exit
-statuses. Only a process that is a host (the ``serve`` entry point) enables this: a
-host run inside another program (a test) has children that are not its agent's.
+Which children are orphans of the agent's tree: the agent runs in a session of its
+own, so everything it starts, and everything that left with ``setsid``, is in another
+session than the host's; a child the host runs itself without a session of its own (a
+``subprocess.run``) is in the host's session. The host's own children in sessions of
+their own (the agent, its watchdog, an ACP agent's terminals) are registered in
+:data:`OWN` by :class:`~agenthost.host.process.AgentProcess`. Only the rest are ever
+reaped or ended here, so that ``Popen`` keeps every exit status of its own. Only a
+process that is a host (the ``serve`` entry point) enables this: a host run inside
+another program (a test) has children that are not its agent's.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import contextlib
 import ctypes
 import os
 import signal
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Final
 
 import structlog
@@ -54,9 +58,10 @@ OWN: set[int] = set()
 """Pids of the children this process started itself (and reaps through ``Popen``)."""
 
 
-def escapees(children: Iterable[int], own: Collection[int]) -> list[int]:
-    """Which of the host's children are orphans of the agent's tree: all but its own."""
-    return sorted(pid for pid in set(children) if pid not in own)
+def escapees(children: Mapping[int, int], own: Collection[int], session: int) -> list[int]:
+    """Which of the host's children (pid -> session id) are orphans of the agent's tree:
+    those in another session than the host's (``session``) that it did not start."""
+    return sorted(pid for pid, sid in children.items() if pid not in own and sid != session)
 
 
 def set_subreaper(on: bool) -> bool:
@@ -87,20 +92,30 @@ class Subreaper:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
+        self.session = os.getsid(0)
 
-    def children(self) -> list[int]:
-        """The pids of this process's children (zombies too)."""
+    def children(self) -> dict[int, int]:
+        """This process's children (zombies too): pid -> session id."""
         import psutil  # imported here: at an agent's end or a SIGCHLD, not at start-up
 
         try:
-            return [child.pid for child in psutil.Process(self.pid).children()]
+            pids = [child.pid for child in psutil.Process(self.pid).children()]
         except psutil.Error:  # pragma: no cover - we are alive
-            return []
+            return {}
+        found = {}
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                found[pid] = os.getsid(pid)  # a zombie still has its session
+        return found
+
+    def orphans(self) -> list[int]:
+        """The children that are orphans of the agent's tree."""
+        return escapees(self.children(), OWN, self.session)
 
     def reap(self) -> list[int]:
         """Reap the orphans that exited (SIGCHLD); return their pids."""
         reaped = []
-        for pid in escapees(self.children(), OWN):
+        for pid in self.orphans():
             with contextlib.suppress(ChildProcessError):
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
                     reaped.append(pid)
@@ -133,7 +148,7 @@ class Subreaper:
         delay = 0.005
         while True:
             self.reap()
-            left = escapees(self.children(), OWN)
+            left = self.orphans()
             if not left:
                 break
             if loop.time() >= deadline + GIVE_UP:  # pragma: no cover - unkillable

@@ -138,7 +138,18 @@ def test_an_orphan_that_exits_while_the_agent_lives_is_reaped(
     _stop(host)
 
 
-def test_only_children_the_host_did_not_start_are_escapees() -> None:
-    assert escapees([10, 11, 12, 12], own={11}) == [10, 12]
-    assert escapees([], own={1}) == []
-    assert escapees([5], own=set()) == [5]
+def test_only_children_in_other_sessions_the_host_did_not_start_are_escapees() -> None:
+    # host session 1; 11 is its agent (own), 13 a subprocess.run of the host itself
+    assert escapees({10: 10, 11: 11, 12: 11, 13: 1}, own={11}, session=1) == [10, 12]
+    assert escapees({}, own={1}, session=1) == []
+    assert escapees({5: 5}, own=set(), session=1) == [5]
+
+
+def test_a_subprocess_of_the_host_itself_keeps_its_exit_status(
+    home: Path, hosts: list[HostProc]
+) -> None:
+    # the host runs `setpriv --help` as a probe at the agent's spawn: its exit status is
+    # its own, not taken by the reaper (which logs every pid it reaps)
+    host, _ = _escaper(home, hosts, "stay")
+    reaped = [line for line in host.log().splitlines() if "reaper.reaped" in line]
+    assert reaped == []
