@@ -72,6 +72,7 @@ from agenthost.protocol import (
     PingResponse,
     RespondResponse,
     Response,
+    ResumeResponse,
     SendResponse,
     StatusResponse,
     StopResponse,
@@ -379,6 +380,12 @@ class AsyncClient(ServiceClient[StreamEvent]):
         if remember is not None:
             payload["remember"] = remember
         return await self._typed(RespondResponse, MessageType.RESPOND, payload=payload)
+
+    async def resume(self) -> ResumeResponse:
+        """Resume an agent paused for a usage limit now, without waiting for the limit's
+        reset time (protocol 1.4); it is told what was interrupted. ``resumed`` is False
+        when it was not paused. Raise UnknownType from a host older than 1.4."""
+        return await self._typed(ResumeResponse, MessageType.RESUME)
 
     async def budget(
         self,
@@ -736,6 +743,10 @@ class Client:
     @_blocking_twin(AsyncClient.pending)
     def pending(self) -> builtins.list[PermissionRequest]:
         return self._run(self._async.pending())
+
+    @_blocking_twin(AsyncClient.resume)
+    def resume(self) -> ResumeResponse:
+        return self._run(self._async.resume())
 
     @_blocking_twin(AsyncClient.budget)
     def budget(

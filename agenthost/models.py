@@ -74,7 +74,7 @@ class HistoryEntry(OpenModel):
     """``user``, ``assistant``, ``tool``, (1.3) ``permission``: a permission
     request's decision (``content`` says who decided and why; the additive field
     ``decision`` has the ``permission_response`` event's decision), or (1.4)
-    ``governance``: a budget crossed or changed (the additive field
+    ``governance``: a budget crossed or changed, a pause, a resume (the additive field
     ``governance`` has the ``governance`` event's record)."""
     content: str | None = None
     tool_name: str | None = None
@@ -141,6 +141,11 @@ class AgentInfo(OpenModel):
     """How many permission requests wait for an answer (1.1)."""
     budget: Budget | None = None
     """(1.4) The agent's budget and what it spent, when it has one."""
+    paused_until: Timestamp | None = None
+    """(1.4) In state ``paused``: when the host resumes the agent (the usage limit's
+    reset time, and a margin)."""
+    paused_reason: str | None = None
+    """(1.4) In state ``paused``: the limit the agent hit, in its own words."""
 
 
 class Budget(OpenModel):
@@ -212,7 +217,7 @@ class HostInfo(OpenModel):
 
 class GovernanceRecord(OpenModel):
     """(1.4) A governance decision: ``action`` (``budget_exceeded``,
-    ``budget_changed``), who decided (``actor``: ``host``,
+    ``budget_changed``, ``paused``, ``resumed``), who decided (``actor``: ``host``,
     ``cli``...) and why (``reason``); additive fields carry the numbers (``spent_usd``,
     ``usd``, ``until``...)."""
 
@@ -457,6 +462,14 @@ class BudgetResponse(OpenModel):
     budget: Budget
 
 
+class ResumeResponse(OpenModel):
+    """``host.resume`` (1.4): resume a ``paused`` agent now. ``resumed`` is False when it
+    was not paused (nothing done); ``state`` is its state after the request."""
+
+    resumed: bool
+    state: str
+
+
 class InterruptResponse(OpenModel):
     """``host.interrupt`` (1.1): ``method`` is how: ``control`` (a request the agent
     understands) or ``signal`` (SIGINT to its process group)."""
@@ -489,6 +502,7 @@ REQUEST_PAYLOADS: Final[dict[MessageType, type[PeerModel]]] = {
     MessageType.PENDING: EmptyRequest,
     MessageType.RESPOND: RespondRequest,
     MessageType.BUDGET: BudgetRequest,
+    MessageType.RESUME: EmptyRequest,
 }
 
 RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
@@ -504,6 +518,7 @@ RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
     MessageType.PENDING: PendingResponse,
     MessageType.RESPOND: RespondResponse,
     MessageType.BUDGET: BudgetResponse,
+    MessageType.RESUME: ResumeResponse,
 }
 
 

@@ -28,6 +28,7 @@ class MessageType(StrEnum):
     RESPOND = "host.respond"
     # 1.4
     BUDGET = "host.budget"
+    RESUME = "host.resume"
 
 
 MESSAGE_SINCE: Final[dict[str, str]] = {
@@ -35,6 +36,7 @@ MESSAGE_SINCE: Final[dict[str, str]] = {
     MessageType.PENDING: "1.1",
     MessageType.RESPOND: "1.1",
     MessageType.BUDGET: "1.4",
+    MessageType.RESUME: "1.4",
 }
 """The protocol version that introduced each message type newer than 1.0."""
 
@@ -46,6 +48,7 @@ NO_PAYLOAD: Final = frozenset(
         MessageType.DETACH,
         MessageType.INTERRUPT,
         MessageType.PENDING,
+        MessageType.RESUME,
     }
 )
 """Request types that take no payload (``EmptyRequest``: any object, fields ignored)."""
@@ -73,6 +76,9 @@ class AgentState(StrEnum):
     RUNNING = "running"
     IDLE = "idle"
     WAITING = "waiting"
+    PAUSED = "paused"
+    """(1.4) A turn failed on a usage limit that said when it resets: the host resumes
+    the agent then (``AgentInfo.paused_until``), or at ``host.resume``."""
     DONE = "done"
     ERROR = "error"
 

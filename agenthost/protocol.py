@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from agenthost.models import RespondRequest as RespondRequest
     from agenthost.models import RespondResponse as RespondResponse
     from agenthost.models import Response as Response
+    from agenthost.models import ResumeResponse as ResumeResponse
     from agenthost.models import SendRequest as SendRequest
     from agenthost.models import SendResponse as SendResponse
     from agenthost.models import StatusResponse as StatusResponse
@@ -358,6 +359,7 @@ __all__ = [
     "RespondResponse",
     "Budget",
     "BudgetResponse",
+    "ResumeResponse",
     "Response",
     "SendRequest",
     "SendResponse",

@@ -57,6 +57,7 @@ SANS_IO = (
     "agenthost.attention.notices",
     "agenthost.governance",
     "agenthost.governance.budget",
+    "agenthost.governance.usagelimits",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

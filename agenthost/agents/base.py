@@ -133,17 +133,27 @@ class CallFailed:
 @dataclass(frozen=True, slots=True)
 class Governed:
     """(1.4) A governance decision the host made or applied, for the record: a budget
-    crossed or changed. Published as a
+    crossed or changed, a pause for a usage limit, a resume. Published as a
     ``governance`` event and a ``governance`` history entry (the audit trail)."""
 
     action: str
-    """What happened: ``budget_exceeded``, ``budget_changed``."""
+    """What happened: ``budget_exceeded``, ``budget_changed``, ``paused``, ``resumed``."""
     actor: str
     """Who decided: ``host`` (a rule applied by the host), ``cli``, ``web:<name>``..."""
     reason: str
     """Why, in a sentence a person reads."""
     detail: dict[str, Any] = field(default_factory=dict)
     """The numbers behind it (spent, limit, reset time...), JSON values."""
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLimited:
+    """(1.4) The turn failed on a usage limit (published with the turn's failure): it
+    resets at ``reset_at`` (a POSIX time) when the agent said so; ``text`` is its
+    message. The host pauses the agent until then (:mod:`agenthost.host.pauses`)."""
+
+    reset_at: float | None
+    text: str
 
 
 AdapterEvent = (
@@ -158,6 +168,7 @@ AdapterEvent = (
     | Write
     | ClientCall
     | Governed
+    | UsageLimited
 )
 
 

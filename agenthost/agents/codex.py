@@ -39,6 +39,7 @@ from agenthost.agents.base import (
     PermissionDecided,
     StateChange,
     TurnResult,
+    UsageLimited,
     Write,
     turn_failed,
     turn_interrupted,
@@ -356,6 +357,9 @@ class CodexAdapter(Adapter):
         elif result["is_error"] and not self._failure_reported:
             text = _error_text(error_obj) if error_obj else f"turn {status}"
             events += turn_failed(text, _http_status(error_obj))
+        if result["is_error"] and status != "interrupted" and _usage_limited(error_obj):
+            # "try again at 12:32 AM": the host reads the time (agent's local clock)
+            events.append(UsageLimited(None, _error_text(error_obj)))
         self._end_turn()
         info = InfoUpdate({"turns": self._turns})
         return [*events, TurnResult(result), info, *self._next_turn()]
@@ -540,6 +544,13 @@ def _error_text(error: dict[str, Any]) -> str:
     if isinstance(details, str) and details and details != text:
         text += f" ({details})"
     return clip(text, 2000)
+
+
+def _usage_limited(error: dict[str, Any]) -> bool:
+    """Whether a failed turn's error is Codex's usage limit (``codexErrorInfo``:
+    ``usageLimitExceeded``, as a string or a key)."""
+    info = error.get("codexErrorInfo")
+    return info == "usageLimitExceeded" or (isinstance(info, dict) and "usageLimitExceeded" in info)
 
 
 def _http_status(error: dict[str, Any]) -> int | None:

@@ -42,6 +42,8 @@ HELP = """I am the agenthost demo agent. Say anything and I will count your word
 /ask             ask permission to run a command, and wait for the answer
 /tool COMMAND    a (simulated) Bash call of COMMAND, whose output is COMMAND
 /error           a turn that ends with an API error result
+/limit S         start, then hit a usage limit that resets in S seconds (as Claude Code
+                 signed in with a subscription reports it)
 /stderr TEXT     print TEXT on stderr, then answer normally
 /garbage         print lines that are not valid stream-json, then answer normally
 /exit [CODE]     exit with CODE (default 0)
@@ -352,6 +354,49 @@ class Demo:
             api_error_status=500,
         )
 
+    def cmd_limit(self, arg: str, started: float) -> None:
+        # Part of an answer and a tool call, then a usage limit, as Claude Code signed in
+        # with a subscription reports one: a rate_limit_event that says when it resets,
+        # a synthetic message and an error result (tests/e2e/CLAUDE_FINDINGS.md)
+        self.assistant([{"type": "text", "text": "Starting on it: step one is done."}])
+        tool_id = self.next_id("toolu")
+        command = "make build"
+        self.assistant(
+            [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}}]
+        )
+        reset = int(time.time() + max(0.0, _float(arg, 60.0)))
+        self.emit(
+            {
+                "type": "rate_limit_event",
+                "rate_limit_info": {
+                    "status": "rejected",
+                    "resetsAt": reset,
+                    "rateLimitType": "five_hour",
+                    "isUsingOverage": False,
+                },
+                "uuid": str(uuid.uuid4()),
+                "session_id": self.session_id,
+            }
+        )
+        clock = time.strftime("%I:%M%p", time.gmtime(reset)).lstrip("0").lower()
+        text = f"You've hit your 5-hour limit · resets {clock} (UTC)"
+        self.assistant(
+            [{"type": "text", "text": text}],
+            model="<synthetic>",
+            error="rate_limit",
+            is_api_error_message=True,
+            api_error_status=429,
+        )
+        self.result(
+            text,
+            started,
+            1,
+            error=True,
+            subtype="success",
+            terminal_reason="api_error",
+            api_error_status=429,
+        )
+
     def cmd_stderr(self, arg: str, started: float) -> None:
         print(arg, file=sys.stderr, flush=True)
         self.normal_turn(arg, started)
@@ -391,6 +436,7 @@ COMMANDS = {
     "/flood": Demo.cmd_flood,
     "/sleep": Demo.cmd_sleep,
     "/error": Demo.cmd_error,
+    "/limit": Demo.cmd_limit,
     "/stderr": Demo.cmd_stderr,
     "/ask": Demo.cmd_ask,
     "/tool": Demo.cmd_tool,

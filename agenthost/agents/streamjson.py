@@ -57,9 +57,11 @@ from agenthost.agents.base import (
     PermissionDecided,
     StateChange,
     TurnResult,
+    UsageLimited,
     turn_failed,
     turn_interrupted,
 )
+from agenthost.governance.usagelimits import looks_like_limit, reset_from_event
 from agenthost.protocol import AgentState
 
 # how Claude Code marks the user line it adds when a turn is interrupted
@@ -187,6 +189,8 @@ class StreamJsonParser:
         self._in_turn = False
         self._failure_reported = False  # this turn's failure is out already
         self._interrupted = False  # this turn was interrupted
+        self._failure_text = ""  # what this turn's failure said
+        self._limit_reset: float | None = None  # a rejecting rate_limit_event's reset
 
     def expect(self, uuid: str | None) -> None:
         """A user message was written (with ``uuid``, or None): the agent is busy until
@@ -245,7 +249,7 @@ class StreamJsonParser:
             # the CLI's own message for a failed model call: the turn failed
             self._failure_reported = True
             status = obj.get("api_error_status")
-            text = clip(content_text(content), ERROR_MAX) or "API error"
+            text = self._failure_text = clip(content_text(content), ERROR_MAX) or "API error"
             return turn_failed(text, _int(status))
         events: list[AdapterEvent] = []
         # an interrupted answer comes as its partial text, marked "aborted"
@@ -383,7 +387,21 @@ class StreamJsonParser:
             text = "; ".join(e for e in errors if isinstance(e, str))
         if not (isinstance(text, str) and text):
             text = subtype if isinstance(subtype, str) and subtype else "turn failed"
-        return turn_failed(clip(text, ERROR_MAX), result.get("api_error_status"))
+        self._failure_text = clip(text, ERROR_MAX)
+        return turn_failed(self._failure_text, result.get("api_error_status"))
+
+    def _rate_limit(self, obj: dict[str, Any]) -> list[AdapterEvent]:
+        # Claude Code signed in with a subscription says when a rejecting limit resets
+        self._limit_reset = reset_from_event(obj)
+        return []
+
+    def _limited(self, failed: bool) -> list[AdapterEvent]:
+        """The turn's usage limit, when it failed on one (then the host pauses)."""
+        reset, text = self._limit_reset, self._failure_text
+        self._limit_reset, self._failure_text = None, ""
+        if not failed or (reset is None and not looks_like_limit(text)):
+            return []
+        return [UsageLimited(reset, text)]
 
     def _result(self, obj: dict[str, Any]) -> list[AdapterEvent]:
         self._turns += 1
@@ -405,7 +423,10 @@ class StreamJsonParser:
         for key in ("cost_usd", "usage", "session_id"):
             if key in result:
                 info[key] = result[key]
-        events = [*self._outcome(obj, result), TurnResult(result), InfoUpdate(info)]
+        outcome = self._outcome(obj, result)
+        failed = obj.get("is_error") is True and result.get("interrupted") is not True
+        limited = self._limited(failed)
+        events = [*outcome, *limited, TurnResult(result), InfoUpdate(info)]
         if self._settle(obj):
             events.append(StateChange(AgentState.IDLE))
         return events
@@ -431,6 +452,7 @@ _HANDLERS: Final = {
     "control_request": StreamJsonParser._control_request,
     "control_cancel_request": StreamJsonParser._control_cancel,
     "command_lifecycle": StreamJsonParser._lifecycle,
+    "rate_limit_event": StreamJsonParser._rate_limit,
 }
 
 

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pending": ("agenthost.cli.verbs", "pending"),
     "respond": ("agenthost.cli.verbs", "respond"),
     "budget": ("agenthost.cli.budget", "budget"),
+    "resume": ("agenthost.cli.budget", "resume"),
     "stop": ("agenthost.cli.verbs", "stop"),
     "export": ("agenthost.cli.journal_cmds", "export"),
     "gc": ("agenthost.cli.journal_cmds", "gc"),

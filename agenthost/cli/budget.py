@@ -1,4 +1,6 @@
-"""``agenthost budget``: read, raise, lower or clear an agent's budget (protocol 1.4)."""
+"""``agenthost budget`` (read, raise, lower or clear an agent's budget) and ``agenthost
+resume`` (resume an agent paused for a usage limit): the governance verbs (protocol
+1.4)."""
 
 from __future__ import annotations
 
@@ -67,3 +69,29 @@ def budget(
     click.echo(f"tokens: {limit_tokens} (used {result.spent_tokens})")
     if result.exceeded:
         click.echo(f"over budget: {result.exceeded}; sends are refused", err=True)
+
+
+@click.command()
+@click.argument("agent_id", shell_complete=complete_agent_ids)
+@remote_option
+@home_option
+@json_option
+@handle_errors
+def resume(agent_id: str, home: Path | None, remote: Remote | None, as_json: bool) -> None:
+    """Resume an agent paused for a usage limit now: agenthost resume ID
+
+    A turn that failed on a usage limit that says when it resets pauses the agent
+    (state paused); the host resumes it by itself at that time, telling it what was
+    interrupted. This resumes it now. An agent that is not paused is left alone.
+    """
+    from agenthost.client import Client
+
+    remember_agent_id(agent_id)
+    with Client(agent_id, home=home, remote=remote) as client:
+        result = client.resume()
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    elif result.resumed:
+        click.echo(f"resumed {agent_id}: it was told what was interrupted")
+    else:
+        click.echo(f"{agent_id} is not paused (state {result.state}): nothing to resume", err=True)

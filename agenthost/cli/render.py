@@ -95,7 +95,7 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
         allowed = (entry.model_extra or {}).get("decision", {}).get("behavior") == "allow"
         text = f"  ⚖ {entry.tool_name or 'tool'}: {entry.content or ''}"
         return style.green(text) if allowed else style.yellow(text)
-    if entry.role == "governance":  # (1.4) a budget crossed or changed
+    if entry.role == "governance":  # (1.4) a budget crossed or changed, a pause, a resume
         return style.yellow(f"  ⚑ {entry.content or ''}")
     if entry.tool_result is not None:
         text = fold(entry.tool_result or "(no output)", width=width)
@@ -279,6 +279,8 @@ def render_status(status: StatusResponse, style: Style) -> str:
         rows.append(("cost", f"${a.cost_usd:.4f}"))
     if a.budget is not None:  # (1.4)
         rows.append(("budget", _budget(a.budget, style)))
+    if a.paused_until is not None:  # (1.4)
+        rows.append(("paused until", f"{_local(a.paused_until)}: {a.paused_reason or ''}"))
     if a.last_error:
         rows.append(("last error", style.red(a.last_error)))
     rows += [
@@ -301,7 +303,7 @@ def _budget(budget: Budget, style: Style) -> str:
 def _state(state: str, style: Style) -> str:
     if state == "error":
         return style.red(state)
-    if state in ("running", "waiting"):
+    if state in ("running", "waiting", "paused"):
         return style.yellow(state)
     if state == "idle":
         return style.green(state)

@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from agenthost.host.approvals import Approvals
     from agenthost.host.budgets import Budgets
     from agenthost.host.clientcalls import ClientCalls
+    from agenthost.host.pauses import Pauses
 
     # The models are imported where they are built: a host answers pings and reports
     # its events without them (agenthost.protocol says why).
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
         PingResponse,
         RespondRequest,
         RespondResponse,
+        ResumeResponse,
         SendRequest,
         SendResponse,
         StatusResponse,
@@ -234,6 +236,8 @@ class Host:
         self.stream.call = self._client_call
         self.approvals: Approvals | None = None  # built by the first permission request
         self.budgets: Budgets | None = None  # built when there is a budget (none: no import)
+        self.pauses: Pauses | None = None  # built by the first usage limit
+        self.stream.on_limited = lambda limited: self._pauses().on_limited(limited)
         if config.budget_usd is not None or config.budget_tokens is not None:
             self._budgets()
         self.stream.on_ask = lambda ask, request: self._approvals().on_ask(ask, request)
@@ -361,6 +365,14 @@ class Host:
             self.stream.on_decided = self.approvals.decided
         return self.approvals
 
+    def _pauses(self) -> Pauses:
+        """The usage-limit pause (imported at the first usage limit)."""
+        if self.pauses is None:
+            from agenthost.host.pauses import Pauses
+
+            self.pauses = Pauses(self)
+        return self.pauses
+
     def _budgets(self) -> Budgets:
         """The budget (imported here: a host without one never loads it)."""
         if self.budgets is None:
@@ -427,6 +439,8 @@ class Host:
             self._linger.cancel()
         if self.approvals is not None:
             self.approvals.close()
+        if self.pauses is not None:
+            self.pauses.clear()
         if self.process.running:
             await self.process.stop(self.config.stop_timeout, force=False)
         await self.server.close()
@@ -527,6 +541,8 @@ class Host:
             signal=status.signal,
             **({"stop_requested": True} if status.stop_requested else {}),
         )
+        if self.pauses is not None:  # nothing to resume any more
+            self.pauses.clear()
         # questions the agent asked die with it
         events: list[AdapterEvent] = [
             PermissionDecided(request_id, "cancelled", "the agent exited", actor="host")
@@ -569,6 +585,7 @@ class Host:
             MessageType.PENDING: _no_payload(self._pending),
             MessageType.RESPOND: self._respond,
             MessageType.BUDGET: self._budget,
+            MessageType.RESUME: _no_payload(self.resume),
             MessageType.STOP: self._stop_reply,
         }
 
@@ -649,6 +666,8 @@ class Host:
             command=self.argv,
             pending_requests=len(self.stream.pending),
             budget=self.budgets.model() if self.budgets is not None else None,
+            paused_until=_dt(self.pauses.until) if self.pauses and self.pauses.until else None,
+            paused_reason=self.pauses.reason if self.pauses and self.pauses.paused else None,
             **fields,
         )
 
@@ -692,6 +711,8 @@ class Host:
             raise AgentNotRunning(f"agent {self.agent_id} has closed its stdin")
         if self.budgets is not None:
             self.budgets.check_send()
+        if self.pauses is not None and self.pauses.paused:  # a person took over
+            self.pauses.resume("client", "a message was sent while it was paused", tell=False)
         log.debug("agent.send", size=len(text))
         offset = self.stream.publish(
             [Chat({"role": "user", "content": text}), *self.adapter.send(text)]
@@ -727,6 +748,15 @@ class Host:
             raise AgentNotRunning(
                 f"agent {self.agent_id} is not running (state {self.stream.state.value})"
             )
+
+    def resume(self) -> ResumeResponse:
+        """Resume an agent paused for a usage limit now (``host.resume``)."""
+        from agenthost.models import ResumeResponse
+
+        resumed = self.pauses is not None and self.pauses.resume(
+            "client", "asked to resume before the limit's reset time (host.resume)"
+        )
+        return ResumeResponse(resumed=resumed, state=self.stream.state.value)
 
     def interrupt(self) -> InterruptResponse:
         """Interrupt the agent's current turn, the way its CLI understands."""

@@ -31,6 +31,7 @@ from agenthost.agents.base import (
     PermissionDecided,
     StateChange,
     TurnResult,
+    UsageLimited,
     Write,
 )
 from agenthost.journal import JournalFailed, JournalReader, JournalWriter, Recovery
@@ -98,6 +99,10 @@ class AgentStream:
         self.on_result: Callable[[TurnResult], list[AdapterEvent]] | None = None
         """Sees every turn's result in its batch; what it returns follows it (the
         budget's crossing: :mod:`agenthost.host.budgets`)."""
+        self.on_limited: Callable[[UsageLimited], list[AdapterEvent]] | None = None
+        """Decides what a usage limit does (a pause: :mod:`agenthost.host.pauses`)."""
+        self.hold: AgentState | None = None
+        """A state the agent stays in when the adapter says ``idle`` (``paused``)."""
         self.journal = journal
         self.journal_reader = JournalReader(journal.directory, journal) if journal else None
         self.epoch = uuid.uuid4().hex
@@ -223,6 +228,9 @@ class AgentStream:
             if type(ev) is TurnResult and self.on_result is not None:  # budgets
                 yield from self._with_consequences(self.on_result(ev))
                 continue
+            if type(ev) is UsageLimited and self.on_limited is not None:  # pauses
+                yield from self._with_consequences(self.on_limited(ev))
+                continue
             if type(ev) is PermissionAsk:
                 asked = self.pending.get(ev.request_id)
                 # decided before anyone is asked: no waiting state, no notice, but the
@@ -252,6 +260,8 @@ class AgentStream:
             state = ev.state
             if self.pending and state not in FINAL_STATES:
                 state = AgentState.WAITING  # nothing moves while a question is open
+            elif self.hold is not None and state is AgentState.IDLE:
+                state = self.hold  # paused for a usage limit: idle, but not for work
             if state is self.state:
                 return None
             log.info("agent.state", state=state.value, previous=self.state.value)
@@ -291,6 +301,8 @@ class AgentStream:
             return encoder.event(
                 EventType.PERMISSION_REQUEST, offset, timestamp, {"request": request}
             )
+        if type(ev) is UsageLimited:  # its consequences are the record (on_limited)
+            return None
         if type(ev) is Governed:
             record = governance_fields(ev)
             log.info("governance", action=ev.action, actor=ev.actor)

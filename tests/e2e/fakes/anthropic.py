@@ -325,6 +325,8 @@ class ErrorTurn(Turn):
     """Sent as the ``x-should-retry`` header when not None (the SDK honours it)."""
     retry_after: float | None = None
     """Sent as the ``retry-after`` header (seconds) when not None."""
+    headers: dict[str, str] | None = None
+    """More response headers (e.g. the ``anthropic-ratelimit-unified-*`` ones)."""
     name: str = "error"
 
     def blocks(self) -> list[JsonDict]:
@@ -442,6 +444,7 @@ def error(
     body: JsonDict | None = None,
     should_retry: bool | None = None,
     retry_after: float | None = None,
+    headers: dict[str, str] | None = None,
 ) -> ErrorTurn:
     """A turn failing with HTTP ``status`` and the API's error JSON.
 
@@ -466,6 +469,7 @@ def error(
         body=body,
         should_retry=should_retry,
         retry_after=retry_after,
+        headers=headers,
     )
 
 
@@ -560,6 +564,7 @@ class _Handler(FakeHandler[RecordedRequest]):
                 extra["x-should-retry"] = "true" if turn.should_retry else "false"
             if turn.retry_after is not None:
                 extra["retry-after"] = f"{turn.retry_after:g}"
+            extra.update(turn.headers or {})
             self._json(turn.status(), turn.error_body(), extra)
             return
         if not body.get("stream"):
