@@ -177,7 +177,7 @@ def ping_reply(version: str, min_version: str = "1.0") -> Callable[[bytes], byte
 
 @pytest.mark.parametrize(
     ("version", "min_version", "ok"),
-    [("1.0", "1.0", True), ("1.10", "1.0", True), ("2.0", "2.0", False), ("1.5", "1.4", False)],
+    [("1.0", "1.0", True), ("1.10", "1.0", True), ("2.0", "2.0", False), ("1.6", "1.5", False)],
 )
 def test_version_check_on_connect(
     fake_host: Callable[[Callable[[bytes], bytes | None]], Path],
