@@ -229,3 +229,20 @@ def test_the_attention_benchmark_reports_its_figures() -> None:
     # 2 agents x 3 turns: the same events followed, each finished turn notified once
     assert daemon["without_notices"]["events"] == daemon["with_notices"]["events"] > 0
     assert daemon["with_notices"]["notices"] == 6
+
+
+def test_the_governance_benchmark_reports_its_figures() -> None:
+    script = ROOT / "benchmarks" / "governance.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=150,  # a hang guard, not a speed assertion
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
+    figures = json.loads(proc.stdout)
+    assert all(value > 0 for value in figures["decisions"].values())
+    budget = figures["budget"]
+    assert budget["cpu_ms_per_turn_with_budget"] > 0 and budget["pss_kib_without"] > 0
+    assert figures["sweep"]["escapees"] == 3  # every orphan found and ended
+    assert figures["worktree"]["files"] == 20 and figures["worktree"]["cpu_ms_make"] > 0
