@@ -392,6 +392,17 @@ def kill_tree(proc: subprocess.Popen[bytes] | ForkedProc) -> None:
     proc.wait(10)
 
 
+def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``agenthost ARGS --home HOME`` (no colours), its output captured as text."""
+    return subprocess.run(
+        [PY, "-m", "agenthost", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
 def lines_agent(code: str) -> list[str]:
     """A ``lines`` agent command running a Python snippet."""
     return [PY, "-u", "-c", code]

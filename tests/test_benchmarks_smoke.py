@@ -178,16 +178,21 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     assert "Goals of issue 15" in stdout and "Goals of issue 8" in stdout
 
 
-def test_the_acp_bridge_benchmark_reports_its_figures() -> None:
-    script = ROOT / "benchmarks" / "acp_bridge.py"
+def _benchmark_output(name: str, *args: str) -> bytes:
+    """What ``benchmarks/NAME ARGS`` printed (it must succeed)."""
     proc = subprocess.run(
-        [sys.executable, str(script), "--messages", "20", "--runs", "2", "--json"],
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
         cwd=ROOT,
         capture_output=True,
         timeout=150,  # a hang guard, not a speed assertion
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
-    figures = json.loads(proc.stdout)
+    return proc.stdout
+
+
+def test_the_acp_bridge_benchmark_reports_its_figures() -> None:
+    stdout = _benchmark_output("acp_bridge.py", "--messages", "20", "--runs", "2", "--json")
+    figures = json.loads(stdout)
     # the first run replays the 20 messages (and the user's), the second those and its own
     assert figures["replayed_updates"]["min"] == 21 and figures["replayed_updates"]["p90"] == 42
     assert figures["live_updates"]["p50"] == 20
@@ -196,15 +201,8 @@ def test_the_acp_bridge_benchmark_reports_its_figures() -> None:
 
 
 def test_the_web_sse_benchmark_reports_its_figures() -> None:
-    script = ROOT / "benchmarks" / "web_sse.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--sizes", "1,3", "--flood", "5"],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=150,  # a hang guard, not a speed assertion
-    )
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
-    rows = json.loads(proc.stdout.decode().splitlines()[-1])
+    stdout = _benchmark_output("web_sse.py", "--sizes", "1,3", "--flood", "5")
+    rows = json.loads(stdout.decode().splitlines()[-1])
     assert [row["streams"] for row in rows] == [1, 3]
     # every stream got the same events (the run fails otherwise): the flood and its turn
     assert rows[0]["events_per_stream"] == rows[1]["events_per_stream"] > 5
@@ -213,15 +211,8 @@ def test_the_web_sse_benchmark_reports_its_figures() -> None:
 
 
 def test_the_attention_benchmark_reports_its_figures() -> None:
-    script = ROOT / "benchmarks" / "attention.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=150,  # a hang guard, not a speed assertion
-    )
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
-    figures = json.loads(proc.stdout)
+    stdout = _benchmark_output("attention.py", "--quick")
+    figures = json.loads(stdout)
     assert figures["decide"]["rules"] == 50 and figures["decide"]["us_per_decision"] > 0
     host = figures["host"]
     assert host["pss_after_first_ask_kib"] > 0 and host["cpu_ms_per_turn_policy"] > 0
@@ -232,15 +223,8 @@ def test_the_attention_benchmark_reports_its_figures() -> None:
 
 
 def test_the_governance_benchmark_reports_its_figures() -> None:
-    script = ROOT / "benchmarks" / "governance.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=150,  # a hang guard, not a speed assertion
-    )
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
-    figures = json.loads(proc.stdout)
+    stdout = _benchmark_output("governance.py", "--quick")
+    figures = json.loads(stdout)
     assert all(value > 0 for value in figures["decisions"].values())
     budget = figures["budget"]
     assert budget["cpu_ms_per_turn_with_budget"] > 0 and budget["pss_kib_without"] > 0

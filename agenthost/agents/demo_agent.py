@@ -333,16 +333,19 @@ class Demo:
         self.result("ran it", started, 1)
 
     def cmd_error(self, arg: str, started: float) -> None:
-        # what Claude Code prints when the model API fails: a synthetic assistant
-        # message, then an error result (whose subtype is "success", as in the CLI)
-        text = "API Error: 500 demo failure"
+        # what Claude Code prints when the model API fails
+        self.api_error("API Error: 500 demo failure", 500, started, api_error_type="api_error")
+
+    def api_error(self, text: str, status: int, started: float, **extra: Any) -> None:
+        """A failed model call as Claude Code reports it: a synthetic message, then an
+        error result (whose subtype is "success", as in the CLI)."""
         self.assistant(
             [{"type": "text", "text": text}],
             model="<synthetic>",
-            error="server_error",
+            error="server_error" if status >= 500 else "rate_limit",
             is_api_error_message=True,
-            api_error_status=500,
-            api_error_type="api_error",
+            api_error_status=status,
+            **extra,
         )
         self.result(
             text,
@@ -351,7 +354,7 @@ class Demo:
             error=True,
             subtype="success",
             terminal_reason="api_error",
-            api_error_status=500,
+            api_error_status=status,
         )
 
     def cmd_limit(self, arg: str, started: float) -> None:
@@ -379,23 +382,7 @@ class Demo:
             }
         )
         clock = time.strftime("%I:%M%p", time.gmtime(reset)).lstrip("0").lower()
-        text = f"You've hit your 5-hour limit · resets {clock} (UTC)"
-        self.assistant(
-            [{"type": "text", "text": text}],
-            model="<synthetic>",
-            error="rate_limit",
-            is_api_error_message=True,
-            api_error_status=429,
-        )
-        self.result(
-            text,
-            started,
-            1,
-            error=True,
-            subtype="success",
-            terminal_reason="api_error",
-            api_error_status=429,
-        )
+        self.api_error(f"You've hit your 5-hour limit · resets {clock} (UTC)", 429, started)
 
     def cmd_stderr(self, arg: str, started: float) -> None:
         print(arg, file=sys.stderr, flush=True)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -26,6 +27,8 @@ from agenthost.log import LEVELS
 from agenthost.paths import validate_agent_id
 from agenthost.remote import Remote
 
+T = TypeVar("T")
+
 
 def _worktree_fields(
     worktree: str | None, repo: Path | None, setup: str | None, remote: Remote | None
@@ -38,42 +41,42 @@ def _worktree_fields(
     return {"worktree": worktree, "repo": where, "setup": setup}
 
 
-def _duration_value(
-    _ctx: click.Context, _param: click.Parameter, value: str | None
-) -> float | None:
-    if value is None:
-        return None
+def _parsed(
+    parse: Callable[[str], T],
+) -> Callable[[click.Context, click.Parameter, str | None], T | None]:
+    """A click callback that parses an option's value with ``parse`` (a ValueError is
+    the usage error); None stays None."""
+
+    def callback(_ctx: click.Context, _param: click.Parameter, value: str | None) -> T | None:
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return callback
+
+
+def _positive_duration(value: str) -> float:
     from agenthost.config import parse_duration
 
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    seconds = parse_duration(value)
     if seconds <= 0:
-        raise click.BadParameter(f"{value!r}: a duration above zero")
+        raise ValueError(f"{value!r}: a duration above zero")
     return seconds
 
 
-def _size_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
-    if value is None:
-        return None
+def _size(value: str) -> int:
     from agenthost.daemon.resources import parse_size
 
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    return parse_size(value)
 
 
-def _cpus_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
+def _cpus(value: str) -> float:
     from agenthost.daemon.resources import parse_cpus
 
-    try:
-        return parse_cpus(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    return parse_cpus(value)
 
 
 @click.command(context_settings={"show_default": True})
@@ -130,7 +133,7 @@ def _cpus_value(_ctx: click.Context, _param: click.Parameter, value: str | None)
 @click.option(
     "--idle-stop",
     metavar="DURATION",
-    callback=_duration_value,
+    callback=_parsed(_positive_duration),
     default=None,
     help="Stop an agent idle this long (30m, 2h); `run` of its id resumes it.",
 )
@@ -264,14 +267,14 @@ def _stop_first(agent_id: str) -> Iterator[None]:
 @click.option(
     "--memory-max",
     metavar="SIZE",
-    callback=_size_value,
+    callback=_parsed(_size),
     default=None,
     help="Memory the host and its agent may use (512M, 2G); needs systemd scopes.",
 )
 @click.option(
     "--cpu-max",
     metavar="CPUS",
-    callback=_cpus_value,
+    callback=_parsed(_cpus),
     default=None,
     help="CPUs the host and its agent may use (1.5); needs systemd scopes.",
 )

@@ -6,41 +6,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import HostFactory
 from hosttools import (
-    PY,
     HostProc,
     attached,
+    cli,
     events_until,
     history,
-    kill_tree,
-    start_host,
     turn,
 )
-
-
-@pytest.fixture
-def hosts() -> Iterator[list[HostProc]]:
-    started: list[HostProc] = []
-    yield started
-    for host in started:
-        kill_tree(host.proc)
-
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "agenthost", *args, "--home", str(home)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
 
 
 def _governance(host: HostProc, action: str) -> dict[str, object]:
@@ -54,10 +32,9 @@ def _governance(host: HostProc, action: str) -> dict[str, object]:
 
 
 def test_a_crossed_token_budget_refuses_sends_until_raised(
-    home: Path, hosts: list[HostProc]
+    home: Path, host_factory: HostFactory
 ) -> None:
-    host = start_host(home, "b1", "--agent", "demo", "--budget-tokens", "1")
-    hosts.append(host)
+    host = host_factory("b1", "--agent", "demo", "--budget-tokens", "1")
     # (limits that are not set are left out, as every null field of a status)
     assert host.agent()["budget"] == {"tokens": 1, "spent_usd": 0.0, "spent_tokens": 0}
     result = [e for e in turn(host, "hello") if e["type"] == "result"][-1]["result"]
@@ -94,10 +71,9 @@ def test_a_crossed_token_budget_refuses_sends_until_raised(
 
 
 def test_a_usd_budget_set_later_below_the_spent_cost_refuses_at_once(
-    home: Path, hosts: list[HostProc]
+    home: Path, host_factory: HostFactory
 ) -> None:
-    host = start_host(home, "b2", "--agent", "demo")
-    hosts.append(host)
+    host = host_factory("b2", "--agent", "demo")
     assert "budget" not in host.agent()  # no budget: nothing loaded, nothing shown
     turn(host, "hello")  # not counted: no budget existed yet
     lowered = cli(home, "budget", "b2", "--usd", "0")
@@ -120,11 +96,9 @@ def test_a_usd_budget_set_later_below_the_spent_cost_refuses_at_once(
     ],
 )
 def test_garbage_budget_requests_are_refused_and_change_nothing(
-    home: Path, hosts: list[HostProc], payload: dict[str, object], says: str
+    home: Path, host_factory: HostFactory, payload: dict[str, object], says: str
 ) -> None:
-    if not hosts:
-        hosts.append(start_host(home, "b3", "--agent", "demo", "--budget-usd", "2"))
-    host = hosts[0]
+    host = host_factory("b3", "--agent", "demo", "--budget-usd", "2")
     with host.raw() as conn:
         response = conn.request("host.budget", payload)
     assert (response["success"], response["code"]) == (False, "invalid_payload")

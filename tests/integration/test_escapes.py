@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -18,7 +17,8 @@ import pytest
 
 from agenthost.host.reaper import escapees
 
-from hosttools import HostProc, kill_tree, pid_gone, start_host, wait_for
+from conftest import HostFactory
+from hosttools import HostProc, pid_gone, wait_for
 
 # argv: PIDFILE MODE. Double-forks a setsid() child (stdio on /dev/null, as a daemon
 # has it) that writes its pid and sleeps; then the agent stays (MODE "stay": until
@@ -51,27 +51,22 @@ for line in sys.stdin:
 """
 
 
-@pytest.fixture
-def hosts() -> Iterator[list[HostProc]]:
-    started: list[HostProc] = []
-    yield started
-    for host in started:
-        kill_tree(host.proc)
+@pytest.fixture(params=["exec", "fork"])
+def start_by(request: pytest.FixtureRequest) -> str:
+    """Hosts exec'd, and forked by a host factory (the daemon's way): both subreapers."""
+    return str(request.param)
 
 
-def _escaper(home: Path, hosts: list[HostProc], mode: str, *args: str) -> tuple[HostProc, int]:
+def _escaper(home: Path, hosts: HostFactory, mode: str) -> tuple[HostProc, int]:
     pidfile = home / "escapee.pid"
-    host = start_host(
-        home,
+    host = hosts(
         "esc",
         "--agent",
         "lines",
         "--linger",
         "30",
-        *args,
         command=[sys.executable, "-u", "-c", ESCAPER, str(pidfile), mode],
     )
-    hosts.append(host)
     wait_for(pidfile.exists, what="the escapee's pid file")
     escapee = int(pidfile.read_text())
     agent_pid = host.agent()["pid"]
@@ -91,25 +86,25 @@ def _stop(host: HostProc, timeout: float = 5.0) -> dict[str, object]:
     return payload
 
 
-def test_a_setsid_escapee_is_ended_by_stop(home: Path, hosts: list[HostProc]) -> None:
-    host, escapee = _escaper(home, hosts, "stay")
+def test_a_setsid_escapee_is_ended_by_stop(home: Path, host_factory: HostFactory) -> None:
+    host, escapee = _escaper(home, host_factory, "stay")
     _stop(host)
     # ended and reaped by the host before it answered: not even a zombie is left
     assert not psutil.pid_exists(escapee)
     host.wait_exit()
 
 
-def test_an_escapee_that_ignores_sigterm_is_killed(home: Path, hosts: list[HostProc]) -> None:
-    host, escapee = _escaper(home, hosts, "stubborn")
+def test_an_escapee_that_ignores_sigterm_is_killed(home: Path, host_factory: HostFactory) -> None:
+    host, escapee = _escaper(home, host_factory, "stubborn")
     _stop(host)
     assert not psutil.pid_exists(escapee)
     assert "reaper.escapees" in host.log() and "SIGKILL" in host.log()
 
 
 def test_an_escapee_is_ended_when_the_agent_exits_on_its_own(
-    home: Path, hosts: list[HostProc]
+    home: Path, host_factory: HostFactory
 ) -> None:
-    host, escapee = _escaper(home, hosts, "exit")
+    host, escapee = _escaper(home, host_factory, "exit")
     with host.raw() as conn:
         assert conn.request("host.send", {"input": "bye"})["success"]
     host.wait_state("done", "error")
@@ -117,8 +112,8 @@ def test_an_escapee_is_ended_when_the_agent_exits_on_its_own(
     assert host.alive()  # the host lingers, with nothing of its agent left
 
 
-def test_an_escapee_dies_with_a_killed_host(home: Path, hosts: list[HostProc]) -> None:
-    host, escapee = _escaper(home, hosts, "stay")
+def test_an_escapee_dies_with_a_killed_host(home: Path, host_factory: HostFactory) -> None:
+    host, escapee = _escaper(home, host_factory, "stay")
     agent_pid = host.agent()["pid"]
     host.signal(signal.SIGKILL)
     host.wait_exit()
@@ -128,9 +123,9 @@ def test_an_escapee_dies_with_a_killed_host(home: Path, hosts: list[HostProc]) -
 
 
 def test_an_orphan_that_exits_while_the_agent_lives_is_reaped(
-    home: Path, hosts: list[HostProc]
+    home: Path, host_factory: HostFactory
 ) -> None:
-    host, escapee = _escaper(home, hosts, "stay")
+    host, escapee = _escaper(home, host_factory, "stay")
     os.kill(escapee, signal.SIGTERM)
     # the host is its parent now: it reaps it (no zombie), and the agent runs on
     wait_for(lambda: not psutil.pid_exists(escapee), what="the orphan reaped")
@@ -146,10 +141,10 @@ def test_only_children_in_other_sessions_the_host_did_not_start_are_escapees() -
 
 
 def test_a_subprocess_of_the_host_itself_keeps_its_exit_status(
-    home: Path, hosts: list[HostProc]
+    home: Path, host_factory: HostFactory
 ) -> None:
     # the host runs `setpriv --help` as a probe at the agent's spawn: its exit status is
     # its own, not taken by the reaper (which logs every pid it reaps)
-    host, _ = _escaper(home, hosts, "stay")
+    host, _ = _escaper(home, host_factory, "stay")
     reaped = [line for line in host.log().splitlines() if "reaper.reaped" in line]
     assert reaped == []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import HostFactory
-from hosttools import PY, attached, events_until, is_state
+from hosttools import attached, cli, events_until, is_state
 
 CONFIG = """
 [policy]
@@ -31,12 +31,7 @@ decision = "allow"
 
 
 def ah(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "agenthost", *args, "--home", str(home)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return cli(home, *args)
 
 
 def ah_json(home: Path, *args: str) -> Any:

@@ -6,45 +6,26 @@ what was interrupted, or at once by `agenthost resume`, or by a person's message
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
+from conftest import HostFactory
 from hosttools import (
-    PY,
     HostProc,
     attached,
+    cli,
     events_until,
     history,
     is_state,
-    kill_tree,
-    start_host,
     wait_for,
 )
 
 
 @pytest.fixture
-def host(home: Path) -> Iterator[HostProc]:
-    started = start_host(home, "u1", "--agent", "demo")
-    try:
-        yield started
-    finally:
-        kill_tree(started.proc)
-
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "agenthost", *args, "--home", str(home)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+def host(host_factory: HostFactory) -> HostProc:
+    return host_factory("u1", "--agent", "demo")
 
 
 def is_action(action: str) -> object:
