@@ -63,6 +63,8 @@ PRELOAD: Final = (
     "agenthost.host.run",
     "agenthost.journal.reader",
     "agenthost.host.clientcalls",
+    "agenthost.host.budgets",
+    "agenthost.host.pauses",
     "psutil",
 )
 """What a host imports on its way to serving, imported once in the factory, with every
