@@ -38,7 +38,7 @@ SLACK: Final = 60.0
 """Seconds added to twice the delay to make the freshness window of replayed events."""
 
 _WATCHED: Final = frozenset(
-    {"state", "error", "result", "permission_request", "permission_response"}
+    {"state", "error", "result", "permission_request", "permission_response", "governance"}
 )
 _TURN_STATES: Final = frozenset({"starting", "running", "waiting"})
 
@@ -220,6 +220,13 @@ class Notices:
                 what = event.error or _result_text(event.result) or "the turn ended with an error"
                 out.append(self._notice(agent, event, "failed", f"failed: {_short(what)}", at))
             agent.failed_turn = True
+        elif event.type == "governance" and event.governance is not None:
+            # (1.4) over its budget, the agent is stopped until a person raises it
+            g = event.governance
+            if g.action == "budget_exceeded" and fresh and "failed" in setting.events:
+                out.append(
+                    self._notice(agent, event, "failed", f"over budget: {_short(g.reason)}", at)
+                )
         return out
 
     def _state(

@@ -286,6 +286,19 @@ def test_a_restarted_daemon_replaying_an_open_episode() -> None:
     assert second.out[0].requests == first.out[0].requests
 
 
+def test_a_crossed_budget_needs_a_person_other_records_do_not() -> None:
+    world = World()
+    crossed = {"action": "budget_exceeded", "actor": "host", "reason": "spent $5.10 of $5.00"}
+    world.emit("governance", governance=crossed)
+    world.emit("governance", governance={"action": "budget_changed", "actor": "cli"})
+    world.emit("governance", governance={"action": "paused", "actor": "host"})
+    assert [(n.kind, n.offset) for n in world.out] == [("failed", 1)]
+    assert "over budget: spent $5.10 of $5.00" in world.out[0].title
+    muted = World(("waiting",))
+    muted.emit("governance", governance=crossed)
+    assert muted.out == []
+
+
 def test_output_events_are_not_looked_at() -> None:
     """The daemon's hot path: an output event costs no settings lookup (a stat)."""
     calls: list[str] = []
