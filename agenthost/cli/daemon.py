@@ -445,7 +445,7 @@ def forget(
             hint="agenthost list shows the agents it knows",
         )
     if as_json:
-        print_json({"ok": True, **result.model_dump(mode="json")})
+        print_json({"ok": True, **result.model_dump(mode="json", exclude_none=True)})
         return
     if result.forgotten:
         click.echo(f"forgot {agent_id}" + (" and deleted its journal" if result.purged else ""))
