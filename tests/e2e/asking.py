@@ -53,6 +53,29 @@ def dirs() -> Iterator[ClaudeDirs]:
         yield created
 
 
+def claude_host(
+    host_factory: HostFactory,
+    agent_id: str,
+    claude_bin: Path,
+    dirs: ClaudeDirs,
+    env: dict[str, str],
+    *args: str,
+) -> HostProc:
+    """A host running the real Claude Code in ``dirs.worktree`` with ``env`` (a
+    :func:`claude_env`), ``args`` more options of ``serve``."""
+    env = {**env, "AGENTHOST_CLAUDE_BIN": str(claude_bin)}
+    return host_factory(
+        agent_id,
+        "--agent",
+        "claude",
+        "--cwd",
+        str(dirs.worktree),
+        *args,
+        command=["--model", DEFAULT_MODEL],
+        env=env,
+    )
+
+
 @pytest.fixture
 def claude(
     claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic, host_factory: HostFactory
@@ -61,16 +84,7 @@ def claude(
 
     def factory() -> HostProc:
         env = claude_env(anthropic.url, dirs, extra={**FAST_RETRY_ENV})
-        env["AGENTHOST_CLAUDE_BIN"] = str(claude_bin)
-        return host_factory(
-            "c1",
-            "--agent",
-            "claude",
-            "--cwd",
-            str(dirs.worktree),
-            command=["--model", DEFAULT_MODEL],
-            env=env,
-        )
+        return claude_host(host_factory, "c1", claude_bin, dirs, env)
 
     return factory
 

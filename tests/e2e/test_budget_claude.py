@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from claude_env import DEFAULT_MODEL, FAST_RETRY_ENV, claude_env, temp_dirs
+from asking import claude_host
+from claude_env import FAST_RETRY_ENV, claude_env, temp_dirs
 from clis import require_cli
 from fakes.anthropic import FakeAnthropic, text
 
@@ -27,18 +28,7 @@ def test_a_real_turns_cost_crosses_the_budget(
     server.add(text("First answer."), text("Second answer."))
     with temp_dirs() as dirs:
         env = claude_env(server.url, dirs, extra={**FAST_RETRY_ENV})
-        env["AGENTHOST_CLAUDE_BIN"] = str(claude_bin)
-        host = host_factory(
-            "cb1",
-            "--agent",
-            "claude",
-            "--cwd",
-            str(dirs.worktree),
-            "--budget-tokens",
-            "1",
-            command=["--model", DEFAULT_MODEL],
-            env=env,
-        )
+        host = claude_host(host_factory, "cb1", claude_bin, dirs, env, "--budget-tokens", "1")
         with attached(host, timeout=60) as conn:
             events = settled_turn(conn, "Hello?")
         (result,) = results(events)

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from claude_env import DEFAULT_MODEL, claude_env, temp_dirs
+from asking import claude_host
+from claude_env import claude_env, temp_dirs
 from clis import require_cli
 from codex_env import CodexEnv
 from fakes import anthropic, openai
@@ -62,16 +63,7 @@ def test_claude_signed_in_is_paused_and_resumed_by_itself(
         # the CLI report when the limit resets (tests/e2e/CLAUDE_FINDINGS.md)
         env.pop("ANTHROPIC_API_KEY")
         env["CLAUDE_CODE_OAUTH_TOKEN"] = "sk-ant-oat01-fake"
-        env["AGENTHOST_CLAUDE_BIN"] = str(claude_bin)
-        host = host_factory(
-            "cl1",
-            "--agent",
-            "claude",
-            "--cwd",
-            str(dirs.worktree),
-            command=["--model", DEFAULT_MODEL],
-            env=env,
-        )
+        host = claude_host(host_factory, "cl1", claude_bin, dirs, env)
         with attached(host, timeout=60) as conn:
             assert conn.request("host.send", {"input": "Refactor the parser."})["success"]
             events = events_until(conn, is_state("paused"))
