@@ -1,7 +1,7 @@
 """The approval policy answers the real permission requests of the real Claude Code and
 Codex CLIs (hosted by real hosts, against the fake model APIs) without a person: an
 allow rule lets the tool run (its file is there), a deny rule refuses it, no rule (or
-an allow rule the command's chaining escapes) leaves it to a person.
+a line with a command no rule allows) leaves it to a person.
 
 Set up as tests/e2e/test_claude_host.py and test_codex_host.py (the CLIs installed from
 npm; skipped without them unless ``AGENTHOST_E2E_REQUIRED=1``).
@@ -39,7 +39,9 @@ from hosttools import Event, HostProc, events_until, states
 
 
 def rules(home: Path, *lines: str) -> None:
-    (home / "config.toml").write_text("[[policy.rule]]\n" + "\n".join(lines) + "\n")
+    """config.toml with rules: ``lines`` of one rule, a ``---`` line between rules."""
+    text = "\n".join(lines).replace("---", "[[policy.rule]]")
+    (home / "config.toml").write_text("[[policy.rule]]\n" + text + "\n")
 
 
 def turn(conn: hosttools.RawConn, text_in: str) -> list[Event]:
@@ -58,8 +60,17 @@ def decided(events: list[Event]) -> list[dict[str, str]]:
 def test_an_allow_rule_answers_claude_code_and_the_tool_runs(
     claude: Callable[[], HostProc], anthropic: FakeAnthropic, dirs: ClaudeDirs, home: Path
 ) -> None:
-    # the pattern names "&&" itself: without it the chained command would not match
-    rules(home, 'tool = "Bash"', 'command = "touch * && echo *"', 'decision = "allow"')
+    # `touch marker.txt && echo hello`: each command of the line must be allowed
+    rules(
+        home,
+        'tool = "Bash"',
+        'command = "touch *"',
+        'decision = "allow"',
+        "---",
+        'tool = "Bash"',
+        'command = "echo *"',
+        'decision = "allow"',
+    )
     anthropic.add(tool_use("Bash", {"command": WRITE_COMMAND}), text("Marker made."))
     host = claude()
     with attached(host) as conn:
@@ -68,7 +79,10 @@ def test_an_allow_rule_answers_claude_code_and_the_tool_runs(
     (decision,) = decided(events)
     assert decision["actor"] == "policy" and decision["behavior"] == "allow"
     assert (dirs.worktree / "marker.txt").exists()  # the real CLI ran it
-    assert decisions(host) == ['allowed by policy: rule 1 (tool Bash, command "touch * && echo *")']
+    assert decisions(host) == [
+        'allowed by policy: rule 1 (tool Bash, command "touch *") for "touch marker.txt"; '
+        'rule 2 (tool Bash, command "echo *") for "echo hello"'
+    ]
 
 
 def test_a_deny_rule_keeps_claude_code_from_running_the_tool(
@@ -82,7 +96,9 @@ def test_a_deny_rule_keeps_claude_code_from_running_the_tool(
     assert states(events)[-1] == "idle" and "waiting" not in states(events)
     assert decided(events)[0]["behavior"] == "deny"
     assert not (dirs.worktree / "marker.txt").exists()
-    assert decisions(host) == ['denied by policy: rule 1 (tool Bash, command "touch *"): no marks']
+    assert decisions(host) == [
+        'denied by policy: rule 1 (tool Bash, command "touch *") for "touch marker.txt": no marks'
+    ]
     # what the model was told: the tool result carries the policy's reason
     assert "denied by the approval policy" in str(anthropic.turn_requests()[-1].messages)
 
@@ -106,15 +122,27 @@ def test_a_chained_command_escapes_an_allow_rule_and_waits_for_a_person(
 def test_an_allow_rule_answers_codex_and_the_command_runs(
     codex_bin: Path, codex: CodexEnv, openai: FakeOpenAI, host_factory: HostFactory, home: Path
 ) -> None:
-    # Codex asks about `/bin/bash -lc '...'`: the rule sees the command inside
-    rules(home, 'tool = "shell"', 'command = "echo * | tee *"', 'decision = "allow"')
+    # Codex asks about `/bin/bash -lc '...'`: the rules see the commands inside
+    rules(
+        home,
+        'tool = "shell"',
+        'command = "echo *"',
+        'decision = "allow"',
+        "---",
+        'tool = "shell"',
+        'command = "tee approved.txt"',
+        'decision = "allow"',
+    )
     openai.enqueue(shell(APPROVAL_COMMAND), openai_text("Written."))
     host = start_codex(host_factory, codex, codex_bin)
     with attached(host) as conn:
         events = turn(conn, "Write approved.txt.")
     assert states(events)[-1] == "idle" and "waiting" not in states(events)
     assert (codex.workdir / "approved.txt").read_text() == "hello\n"
-    assert decisions(host) == ['allowed by policy: rule 1 (tool shell, command "echo * | tee *")']
+    assert decisions(host) == [
+        'allowed by policy: rule 1 (tool shell, command "echo *") for "echo hello"; '
+        'rule 2 (tool shell, command "tee approved.txt") for "tee approved.txt"'
+    ]
 
 
 def test_a_deny_rule_refuses_codex(

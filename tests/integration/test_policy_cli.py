@@ -52,7 +52,15 @@ def configured(home: Path) -> Path:
         (["--command", "rm -rf /"], 'deny: rule 1 (tool Bash, command "rm *"): never delete'),
         (["--command", "touch demo-x"], 'allow: rule 2 (tool Bash, command "touch demo*")'),
         (["--command", "ls"], "ask: no rule matched: a person decides"),
-        (["--command", "touch demo; rm x"], "ask: no rule matched: a person decides (rule 2"),
+        (
+            ["--command", "touch demo; rm x"],
+            'deny: rule 1 (tool Bash, command "rm *") for "rm x": never delete',
+        ),
+        (
+            ["--command", "touch demo; ls"],
+            "ask: no rule matched: a person decides (no rule "
+            'allows "ls", one of the commands it runs)',
+        ),
         ([], "ask: no rule matched: a person decides"),  # no command: no command rule
     ],
 )
@@ -62,6 +70,25 @@ def test_policy_test_says_what_and_why(configured: Path, args: list[str], first_
     assert out.stdout.splitlines()[0].startswith(first_line)
     if first_line.startswith("ask"):
         assert out.stdout.splitlines()[1] == "(denied if nobody answers within 15m)"
+
+
+def test_the_reported_quoting_bypass_is_asked(home: Path) -> None:
+    # the outside test's finding: an allow rule for `echo *` answered `allow` to a
+    # command that runs `touch pwned` once bash has read its $'...' quoting
+    (home / "config.toml").write_text(
+        '[[policy.rule]]\ntool = "Bash"\ncommand = "echo *"\ndecision = "allow"\n'
+    )
+    for command in (
+        "bash -c 'echo hi'$'\\x3b'touch$'\\x20'pwned",
+        "bash -c 'echo hi'\"${IFS:2:1}\"'touch pwned'",
+    ):
+        out = ah(home, "policy", "test", "--tool", "Bash", "--command", command)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("ask: no rule matched: a person decides (no rule can "), (
+            out.stdout
+        )
+    plain = ah(home, "policy", "test", "--tool", "Bash", "--command", "echo hi")
+    assert plain.stdout.startswith("allow: rule 1")
 
 
 def test_policy_test_json(configured: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
@@ -71,7 +72,7 @@ CASES: list[tuple[list[dict[str, Any]], Subject, str, int | None]] = [
     ),
     ([{"command_regex": r"npm test", "decision": "allow"}], bash("npm test2"), "ask", None),
     ([{"command_regex": r"npm test", "decision": "allow"}], bash("xnpm test"), "ask", None),
-    # the chaining safety of allow rules
+    # a line is allowed command by command: here `rm` is allowed by no rule
     ([{"command": "git status*", "decision": "allow"}], bash("git status; rm -rf /"), "ask", None),
     ([{"command": "git status*", "decision": "allow"}], bash("git status && rm x"), "ask", None),
     ([{"command": "git status*", "decision": "allow"}], bash("git status || rm x"), "ask", None),
@@ -87,19 +88,38 @@ CASES: list[tuple[list[dict[str, Any]], Subject, str, int | None]] = [
     ),
     ([{"command": "git status*", "decision": "allow"}], bash("git status < /etc/x"), "ask", None),
     ([{"command": "git status*", "decision": "allow"}], bash("git status & rm x"), "ask", None),
-    ([{"command": "echo *", "decision": "allow"}], bash("echo 'a;b'"), "ask", None),  # careful
     ([{"command_regex": "git .*", "decision": "allow"}], bash("git log; rm x"), "ask", None),
-    # ...unless the pattern has the operator itself
+    # a quoted operator is a literal word: echo prints it
+    ([{"command": "echo *", "decision": "allow"}], bash("echo 'a;b'"), "allow", 1),
+    # a pipeline whose every command is allowed
     (
-        [{"command": "git log * | head*", "decision": "allow"}],
+        [{"command": "git log*", "decision": "allow"}, {"command": "head*", "decision": "allow"}],
         bash("git log -3 | head"),
         "allow",
         1,
     ),
-    ([{"command": "make *> out*", "decision": "allow"}], bash("make all > out.txt"), "allow", 1),
-    # deny rules match chained commands (denying more is safe)
+    # an operator in an allow pattern matches nothing: commands are matched one by one
+    (
+        [{"command": "git log * | head*", "decision": "allow"}],
+        bash("git log -3 | head"),
+        "ask",
+        None,
+    ),
+    ([{"command": "make *> out*", "decision": "allow"}], bash("make all > out.txt"), "ask", None),
+    # harmless redirections are certain
+    ([{"command": "npm test*", "decision": "allow"}], bash("npm test 2>&1"), "allow", 1),
+    ([{"command": "ls*", "decision": "allow"}], bash("ls >/dev/null 2>&1"), "allow", 1),
+    # deny rules match any command of a line (denying more is safe)
     ([{"command": "rm *", "decision": "deny"}], bash("rm -rf / ; echo"), "deny", 1),
     ([{"command": "*rm *", "decision": "deny"}], bash("ls; rm -rf /"), "deny", 1),
+    ([{"command": "rm *", "decision": "deny"}], bash("ls; rm -rf /"), "deny", 1),
+    # ...and a deny anywhere in a line beats the allow of another command
+    (
+        [{"command": "ls*", "decision": "allow"}, {"command": "rm *", "decision": "deny"}],
+        bash("ls && rm -rf /"),
+        "deny",
+        2,
+    ),
     # paths: a rule with a path does not match a request without one
     ([{"path": "*", "decision": "allow"}], bash("ls"), "ask", None),
     ([{"path": "/src/*", "decision": "allow"}], Subject("Edit", None, ("/src/a.py",)), "allow", 1),
@@ -168,9 +188,8 @@ def test_reasons_name_the_rule() -> None:
     [
         ({"command": "ls -l"}, "ls -l"),
         ({"command": ["ls", "-l", "a b"]}, "ls -l 'a b'"),
-        ({"command": "/bin/bash -lc 'git status'"}, "git status"),
-        ({"command": ["bash", "-c", "echo hi; rm x"]}, "echo hi; rm x"),
-        ({"command": ["zsh", "-lc", "ls"]}, "ls"),
+        ({"command": "/bin/bash -lc 'git status'"}, "/bin/bash -lc 'git status'"),
+        ({"command": ["bash", "-c", "echo hi; rm x"]}, "bash -c 'echo hi; rm x'"),
         ({"command": "echo 'unbalanced"}, "echo 'unbalanced"),
         ({"command": 3}, None),
         ({"command": ["ls", 3]}, None),
@@ -187,7 +206,7 @@ def test_command_of(tool_input: dict[str, Any], command: str | None) -> None:
     [
         ({"file_path": "/a/b.py"}, None, ("/a/b.py",)),
         ({"notebook_path": "/n.ipynb", "path": "/n.ipynb"}, None, ("/n.ipynb",)),
-        ({"file_path": "/src/../etc/passwd"}, None, ("/etc/passwd",)),
+        ({"file_path": "/src/../etc/passwd"}, None, ("/src/../etc/passwd",)),
         ({"changes": [{"path": "/a", "kind": "add"}, {"path": "/b"}, "x"]}, None, ("/a", "/b")),
         ({"changes": {"/a": {"add": {}}, "/b": {}}}, None, ("/a", "/b")),
         ({}, [{"path": "/loc"}, {"line": 3}], ("/loc",)),
@@ -203,7 +222,12 @@ def test_subject_of_a_request() -> None:
     assert subject_of(request, "a1", "web") == Subject("Bash", "ls", (), "a1", "web")
     assert subject_of({"tool_name": 3, "input": "garbage"}) == Subject("")
     codex = {"tool_name": "shell", "input": {"command": "/bin/bash -lc 'touch x'"}}
-    assert subject_of(codex).command == "touch x"
+    assert subject_of(codex).command == "/bin/bash -lc 'touch x'"
+    edit = {"tool_name": "Edit", "input": {"file_path": "/src/../etc/passwd"}}
+    assert subject_of(edit).paths == ("/etc/passwd",)  # normalised as written
+    real = subject_of(edit, resolve=lambda p: "/real" + p)
+    assert real.real_paths == ("/real/src/../etc/passwd",)  # the path as given is resolved
+    assert subject_of(edit, resolve=lambda p: None).real_paths is None
 
 
 def test_grants_turn_ask_into_allow_for_the_same_command_only() -> None:
@@ -264,7 +288,9 @@ rule_dicts = st.fixed_dictionaries(
 
 @given(subjects)
 def test_without_rules_everything_is_ask(subject: Subject) -> None:
-    assert decide([], subject) == Decision("ask", DEFAULT_REASON)
+    decision = decide([], subject)
+    assert (decision.behavior, decision.rule, decision.source) == ("ask", None, "default")
+    assert decision.reason.startswith(DEFAULT_REASON)
 
 
 @given(st.lists(rule_dicts, max_size=5), subjects, st.lists(subjects, max_size=3))
@@ -281,21 +307,65 @@ def test_grants_never_override_a_deny(
         assert with_grants.behavior == "allow"
 
 
-@given(texts, st.sampled_from([";", "&&", "||", "|", "`", "$(", "\n", ">", "<", "&"]), texts)
-def test_an_allow_glob_never_allows_an_operator_it_does_not_contain(
-    head: str, operator: str, tail: str
+words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@given(
+    st.lists(words, min_size=1, max_size=4),
+    st.sampled_from([";", "&&", "||", "|", "\n"]),
+    st.lists(words, min_size=1, max_size=4),
+)
+def test_a_line_is_allowed_only_when_each_of_its_commands_is(
+    first: list[str], operator: str, second: list[str]
 ) -> None:
+    # any words, quoted as a shell reads them, joined by an operator: the line is
+    # allowed exactly when both of its commands are allowed on their own
+    rules = [rule(command="git *", decision="allow"), rule(command="ls*", decision="allow")]
+    one, two = shlex.join(["git", *first]), shlex.join(second)
+    line = decide(rules, bash(f"{one} {operator} {two}"))
+    alone = decide(rules, bash(one)), decide(rules, bash(two))
+    both = all(d.behavior == "allow" for d in alone)
+    assert (line.behavior == "allow") == both, (one, two, line)
+
+
+@given(texts, st.sampled_from(["$'", '$"', "${", "$(", "`", "$((", "<(", ">(", "*", "~", "{a,b}"]))
+def test_an_allow_glob_never_allows_an_expansion(head: str, construct: str) -> None:
     allow = [rule(command="*", decision="allow")]
-    assert decide(allow, bash(head + operator + tail)).behavior == "ask"
+    assert decide(allow, bash(f"echo {construct}{head}")).behavior == "ask"
 
 
-def test_an_ask_says_which_allow_rule_the_chaining_safety_stopped() -> None:
+def test_an_ask_says_why_no_rule_could_allow() -> None:
     rules = [rule(tool="Bash", command="git status*", decision="allow")]
     decision = decide(rules, bash("git status; rm -rf /"))
-    assert decision.behavior == "ask"
+    assert (decision.behavior, decision.reason) == (
+        "ask",
+        'no rule matched: a person decides (no rule allows "rm -rf /", one of the '
+        "commands it runs)",
+    )
+    decision = decide(rules, bash("git status $'-s'"))
+    assert (decision.behavior, decision.reason) == (
+        "ask",
+        "no rule matched: a person decides (no rule can allow it: it uses $'…' quoting)",
+    )
+    decision = decide([rule(command="xargs *", decision="allow")], bash("xargs rm"))
     assert decision.reason == (
-        'no rule matched: a person decides (rule 1 (tool Bash, command "git status*") '
-        "does not allow a command with ';', which its pattern does not contain)"
+        "no rule matched: a person decides (no rule can allow it: what xargs runs is not "
+        "known in full)"
+    )
+
+
+def test_the_reason_of_an_allowed_line_names_a_rule_for_each_command() -> None:
+    rules = [
+        rule(command="git log*", decision="allow"),
+        rule(command="head*", decision="allow", reason="reads"),
+    ]
+    decision = decide(rules, bash("git log -3 | head -n 2"))
+    assert decision == Decision(
+        "allow",
+        'rule 1 (command "git log*") for "git log -3"; rule 2 (command "head*") for '
+        '"head -n 2": reads',
+        1,
+        "rule",
     )
 
 
