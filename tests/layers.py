@@ -54,6 +54,7 @@ SANS_IO = (
     "agenthost.config",
     "agenthost.attention.links",
     "agenthost.attention.policy",
+    "agenthost.attention.commandline",
     "agenthost.attention.notices",
     "agenthost.governance",
     "agenthost.governance.budget",
@@ -136,6 +137,14 @@ def rules() -> Iterator[Rule]:
             "agenthost.governance",
             f"agenthost.{service}",
             True,
+        )
+    for part in ("approvals", "budgets", "pauses"):
+        yield Rule(
+            "a part of the host is handed the narrow interface it uses: it never imports "
+            "the host it belongs to",
+            f"agenthost.host.{part}",
+            "agenthost.host.host",
+            False,
         )
     for service in ("host", "daemon", "client", "cli", "follow"):
         yield Rule(

@@ -12,11 +12,18 @@ and its ``permission`` history entry are journaled, the audit trail.
 
 It also keeps the session grants ("allow for this session", in memory: they end with
 the host) and the ``ask_timeout`` timers that deny a request nobody answered.
+
+It is handed what it uses (the stream, the adapter, the agent's identity and working
+directory, whether the agent runs), never the host itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -25,6 +32,7 @@ from agenthost.agents.base import AdapterEvent, ErrorNote, PermissionDecided, Wr
 from agenthost.attention.policy import (
     Decision,
     Grant,
+    Subject,
     decide,
     duration_text,
     grant_for,
@@ -34,22 +42,53 @@ from agenthost.config import ConfigFile
 from agenthost.errors import AgentHostError, Forbidden, InvalidPayload
 
 if TYPE_CHECKING:
-    from agenthost.agents.base import PermissionAsk
-    from agenthost.host.host import Host
+    from agenthost.agents.base import Adapter, PermissionAsk
+    from agenthost.host.stream import AgentStream
     from agenthost.models import RespondRequest
 
 log = structlog.get_logger("agenthost.approvals")
 
 
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """Who the requests come from, as the rules see it."""
+
+    agent_id: str
+    project: str
+    cwd: str
+    """The agent's working directory: relative paths are resolved against it."""
+
+    def resolve(self, path: str) -> str | None:
+        """``path`` with every symlink resolved (None when it cannot be)."""
+        try:
+            return os.path.realpath(os.path.join(self.cwd, path))
+        except (OSError, ValueError):  # a NUL byte, a component over NAME_MAX
+            return None
+
+
 class Approvals:
     """The policy, the session grants and the ask timers of one host."""
 
-    def __init__(self, host: Host) -> None:
-        self.host = host
-        self.config = ConfigFile(host.config.home)
+    def __init__(
+        self,
+        home: Path,
+        agent: Agent,
+        stream: AgentStream,
+        adapter: Adapter,
+        running: Callable[[], bool],
+    ) -> None:
+        self.agent = agent
+        self.stream = stream
+        self.adapter = adapter
+        self._running = running
+        self.config = ConfigFile(home)
         self.grants: list[Grant] = []
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._reported: set[str] = set()  # config errors already published
+
+    def _subject(self, request: dict[str, Any]) -> Subject:
+        agent = self.agent
+        return subject_of(request, agent.agent_id, agent.project, agent.resolve)
 
     # --- a new request -----------------------------------------------------------------
 
@@ -58,8 +97,7 @@ class Approvals:
         decides; the ask timer runs). Never publishes (it runs inside publish)."""
         events: list[AdapterEvent] = []
         config = self.config.get()
-        host = self.host
-        subject = subject_of(request, host.agent_id, host.config.project)
+        subject = self._subject(request)
         if self.config.error is not None:
             # a broken config.toml allows nothing: its rules may have been mid-edit
             if self.config.error not in self._reported:
@@ -83,7 +121,7 @@ class Approvals:
         allow = decision.behavior == "allow"
         message = None if allow else f"denied by the approval policy: {decision.reason}"
         try:
-            data = host.adapter.encode_permission_response(ask, allow, message, None)
+            data = self.adapter.encode_permission_response(ask, allow, message, None)
         except AgentHostError as exc:  # e.g. an ACP request already withdrawn
             events.append(ErrorNote(f"the approval policy could not answer: {exc.message}"))
             return events
@@ -105,19 +143,18 @@ class Approvals:
 
     def _expire(self, request_id: str, timeout: float) -> None:
         self._timers.pop(request_id, None)
-        host = self.host
-        pending = host.stream.pending.get(request_id)
-        if pending is None or not host.process.running:
+        pending = self.stream.pending.get(request_id)
+        if pending is None or not self._running():
             return
         ask = pending[0]
         reason = f"nobody answered within {duration_text(timeout)}"
         try:
-            data = host.adapter.encode_permission_response(ask, False, reason, None)
+            data = self.adapter.encode_permission_response(ask, False, reason, None)
         except AgentHostError as exc:
             log.warning("policy.timeout_unanswerable", request_id=request_id, error=exc.message)
             return
-        host.stream.write(data)
-        host.stream.publish(
+        self.stream.write(data)
+        self.stream.publish(
             [PermissionDecided(request_id, "deny", reason, actor="timeout", reason=reason)]
         )
 
@@ -152,8 +189,7 @@ class Approvals:
 
     def remember(self, request: dict[str, Any], actor: str) -> Grant:
         """Allow what ``request`` asked (same tool, exact command) for the session."""
-        host = self.host
-        grant = grant_for(subject_of(request, host.agent_id, host.config.project), actor)
+        grant = grant_for(self._subject(request), actor)
         if grant not in self.grants:
             self.grants.append(grant)
         log.info("policy.granted", tool=grant.tool, actor=actor)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -23,7 +24,7 @@ from agenthost.errors import AgentHostError, BudgetExceeded, InvalidPayload
 from agenthost.governance.budget import BudgetState, change, observe
 
 if TYPE_CHECKING:
-    from agenthost.host.host import Host
+    from agenthost.host.stream import AgentStream
     from agenthost.models import Budget, BudgetRequest
 
 log = structlog.get_logger("agenthost.host.budgets")
@@ -32,10 +33,19 @@ log = structlog.get_logger("agenthost.host.budgets")
 class Budgets:
     """One host's budget: its limits, what the agent spent, and whether sends pass."""
 
-    def __init__(self, host: Host, usd: float | None = None, tokens: int | None = None) -> None:
-        self.host = host
+    def __init__(
+        self,
+        stream: AgentStream,
+        agent_id: str,
+        interrupt: Callable[[], object],
+        usd: float | None = None,
+        tokens: int | None = None,
+    ) -> None:
+        self.stream = stream
+        self.agent_id = agent_id
+        self._stop_turn = interrupt
         self.state = BudgetState(usd=usd, tokens=tokens)
-        host.stream.on_result = self.on_result
+        stream.on_result = self.on_result
 
     def on_result(self, result: TurnResult) -> list[AdapterEvent]:
         """Account for a turn's result; the ``budget_exceeded`` record when it crossed."""
@@ -57,13 +67,13 @@ class Budgets:
 
     def _interrupt(self) -> None:
         with contextlib.suppress(AgentHostError):  # it ended meanwhile: nothing to stop
-            self.host.interrupt()
+            self._stop_turn()
 
     def check_send(self) -> None:
         """Raise BudgetExceeded while a limit is reached."""
         if self.state.exceeded is None:
             return
-        agent_id = self.host.agent_id
+        agent_id = self.agent_id
         # the way out is in the message: a hint does not cross the wire
         raise BudgetExceeded(
             f"agent {agent_id} is over its budget ({self.state.exceeded}): send refused; "
@@ -82,7 +92,7 @@ class Budgets:
         except ValueError as exc:
             raise InvalidPayload(str(exc)) from None
         actor = request.actor or "cli"
-        self.host.stream.publish([Governed("budget_changed", actor, text, self.state.as_dict())])
+        self.stream.publish([Governed("budget_changed", actor, text, self.state.as_dict())])
         return self.model()
 
     def model(self) -> Budget:

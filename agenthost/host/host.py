@@ -359,9 +359,12 @@ class Host:
         """The approval policy (imported here: pydantic and config.toml are read at
         the first permission request, not at start-up)."""
         if self.approvals is None:
-            from agenthost.host.approvals import Approvals
+            from agenthost.host.approvals import Agent, Approvals
 
-            self.approvals = Approvals(self)
+            agent = Agent(self.agent_id, self.config.project, self.worktree)
+            self.approvals = Approvals(
+                self.config.home, agent, self.stream, self.adapter, lambda: self.process.running
+            )
             self.stream.on_decided = self.approvals.decided
         return self.approvals
 
@@ -370,7 +373,7 @@ class Host:
         if self.pauses is None:
             from agenthost.host.pauses import Pauses
 
-            self.pauses = Pauses(self)
+            self.pauses = Pauses(self.stream, lambda: self.process.running, self.send)
         return self.pauses
 
     def _budgets(self) -> Budgets:
@@ -378,7 +381,13 @@ class Host:
         if self.budgets is None:
             from agenthost.host.budgets import Budgets
 
-            self.budgets = Budgets(self, self.config.budget_usd, self.config.budget_tokens)
+            self.budgets = Budgets(
+                self.stream,
+                self.agent_id,
+                self.interrupt,
+                self.config.budget_usd,
+                self.config.budget_tokens,
+            )
         return self.budgets
 
     def _call_done(

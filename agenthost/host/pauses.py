@@ -31,7 +31,7 @@ from agenthost.names import AgentState
 from agenthost.timefmt import rfc3339
 
 if TYPE_CHECKING:
-    from agenthost.host.host import Host
+    from agenthost.host.stream import AgentStream
 
 log = structlog.get_logger("agenthost.host.pauses")
 
@@ -39,13 +39,21 @@ log = structlog.get_logger("agenthost.host.pauses")
 class Pauses:
     """One host's usage-limit pause: when it ends, and what it was for."""
 
-    def __init__(self, host: Host, clock: Callable[[], float] = time.time) -> None:
-        self.host = host
+    def __init__(
+        self,
+        stream: AgentStream,
+        running: Callable[[], bool],
+        send: Callable[[str], object],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.stream = stream
+        self._running = running
+        self._send = send
         self.clock = clock
         self.until: float | None = None
         self.reason = ""
         self._timer: asyncio.TimerHandle | None = None
-        host.stream.on_limited = self.on_limited
+        stream.on_limited = self.on_limited
 
     def on_limited(self, limited: UsageLimited) -> list[AdapterEvent]:
         """Decide about a usage limit; the ``paused`` record and state, or nothing."""
@@ -58,7 +66,7 @@ class Pauses:
             log.info("usage_limit.no_reset", text=limited.text)
             return []
         self.until, self.reason = pause.until, pause.reason
-        self.host.stream.hold = AgentState.PAUSED
+        self.stream.hold = AgentState.PAUSED
         self._arm(pause.until - now)
         until = rfc3339(pause.until)
         log.info("usage_limit.paused", until=until)
@@ -95,11 +103,11 @@ class Pauses:
             return False
         reason = self.reason
         self.clear()
-        stream = self.host.stream
+        stream = self.stream
         stream.publish([Governed("resumed", actor, why), StateChange(AgentState.IDLE)])
-        if tell and self.host.process.running:
+        if tell and self._running():
             message = resume_message(stream.history.slice(0), reason)
-            self.host.send(message)
+            self._send(message)
         log.info("usage_limit.resumed", actor=actor)
         return True
 
@@ -109,4 +117,4 @@ class Pauses:
             self._timer.cancel()
             self._timer = None
         self.until = None
-        self.host.stream.hold = None
+        self.stream.hold = None
