@@ -39,7 +39,9 @@ HELP = """I am the agenthost demo agent. Say anything and I will count your word
 /help            this text
 /flood N         print N assistant messages as fast as possible
 /sleep S         a turn that takes S seconds (interrupt it!)
-/ask             ask permission to run a command, and wait for the answer
+/ask [COMMAND]   ask permission to run a command (touch demo-was-here), and wait
+                 for the answer
+/edit PATH       ask permission to edit the file PATH, and wait for the answer
 /tool COMMAND    a (simulated) Bash call of COMMAND, whose output is COMMAND
 /error           a turn that ends with an API error result
 /limit S         start, then hit a usage limit that resets in S seconds (as Claude Code
@@ -298,14 +300,24 @@ class Demo:
         self.result(f"slept {seconds:g}s", started, 2)
 
     def cmd_ask(self, arg: str, started: float) -> None:
+        command = arg.strip() or "touch demo-was-here"
+        tool_input = {"command": command, "description": "Leave a mark"}
+        self.ask_tool("Bash", tool_input, "I would like to run a command.", started)
+
+    def cmd_edit(self, arg: str, started: float) -> None:
+        tool_input = {"file_path": arg.strip(), "old_string": "", "new_string": "demo"}
+        self.ask_tool("Edit", tool_input, "I would like to edit a file.", started)
+
+    def ask_tool(self, tool: str, tool_input: dict[str, Any], says: str, started: float) -> None:
+        """Ask permission to use ``tool`` as Claude Code does, then say how it went
+        (nothing is run or edited: the demo only pretends)."""
         tool_id = self.next_id("toolu")
-        tool_input = {"command": "touch demo-was-here", "description": "Leave a mark"}
-        self.assistant([{"type": "text", "text": "I would like to run a command."}])
-        self.assistant([{"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}])
+        self.assistant([{"type": "text", "text": says}])
+        self.assistant([{"type": "tool_use", "id": tool_id, "name": tool, "input": tool_input}])
         answer = self.ask(
             {
                 "subtype": "can_use_tool",
-                "tool_name": "Bash",
+                "tool_name": tool,
                 "input": tool_input,
                 "permission_suggestions": [],
                 "tool_use_id": tool_id,
@@ -314,7 +326,8 @@ class Demo:
         decision = _dict(answer.get("response"))
         if decision.get("behavior") == "allow":
             used = decision.get("updatedInput") or tool_input
-            self.tool_result(tool_id, f"(demo) ran: {used.get('command', '?')}")
+            done = used.get("command") or used.get("file_path") or "?"
+            self.tool_result(tool_id, f"(demo) ran: {done}")
             text = "Done: permission granted, command run."
         else:
             reason = decision.get("message") or "denied"
@@ -426,6 +439,7 @@ COMMANDS = {
     "/limit": Demo.cmd_limit,
     "/stderr": Demo.cmd_stderr,
     "/ask": Demo.cmd_ask,
+    "/edit": Demo.cmd_edit,
     "/tool": Demo.cmd_tool,
     "/garbage": Demo.cmd_garbage,
     "/exit": Demo.cmd_exit,

@@ -41,9 +41,10 @@ def write_config(home: Path, text: str) -> None:
     (home / "config.toml").write_text(text)
 
 
-def ask_turn(conn: RawConn) -> list[dict[str, Any]]:
-    """Send /ask; the events up to the end of its turn (state idle or waiting)."""
-    assert conn.request("host.send", {"input": "/ask"})["success"]
+def ask_turn(conn: RawConn, message: str = "/ask") -> list[dict[str, Any]]:
+    """Send /ask (or another message that asks); the events up to the end of its turn
+    (state idle or waiting)."""
+    assert conn.request("host.send", {"input": message})["success"]
     return events_until(conn, lambda e: e["type"] == "state" and e["state"] in ("idle", "waiting"))
 
 
@@ -73,6 +74,55 @@ def test_an_allow_rule_answers_without_a_person(home: Path, host_factory: HostFa
     kept = [e["content"] for e in history(host) if e["role"] == "permission"]
     assert kept == [f"allowed by policy: {reason}"]
     assert host.agent()["pending_requests"] == 0
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bash -c 'echo hi'$'\\x3b'touch$'\\x20'pwned",
+        "bash -c 'echo hi'\"${IFS:2:1}\"'touch pwned'",
+        "echo hi; touch pwned",
+    ],
+)
+def test_a_quoting_trick_does_not_talk_past_an_allow_rule(
+    home: Path, host_factory: HostFactory, command: str
+) -> None:
+    # what the outside test found: `echo *` allowed a command that runs `touch pwned`
+    write_config(home, '[[policy.rule]]\ntool = "Bash"\ncommand = "echo *"\ndecision = "allow"\n')
+    host = host_factory("p1", "--agent", "demo")
+    with attached(host) as conn:
+        events = ask_turn(conn, f"/ask {command}")
+        assert states(events)[-1] == "waiting" and decisions(events) == []
+        (request,) = [e["request"] for e in events if e["type"] == "permission_request"]
+        assert request["input"]["command"] == command
+        answer = {"request_id": request["request_id"], "behavior": "deny"}
+        assert conn.request("host.respond", answer)["success"]
+        events_until(conn, is_state("idle"))
+        events = ask_turn(conn, "/ask echo hello")  # a plain echo is still allowed
+    assert decisions(events)[-1]["behavior"] == "allow"
+
+
+def test_a_path_rule_sees_where_a_symlink_leads(
+    home: Path, host_factory: HostFactory, tmp_path: Path
+) -> None:
+    # path = "WT/*" must not allow WT/link-to-etc/passwd: the host resolves symlinks
+    # against the agent's working directory before the rules match
+    worktree = tmp_path / "wt"
+    (worktree / "src").mkdir(parents=True)
+    (worktree / "link-to-etc").symlink_to("/etc")
+    write_config(
+        home,
+        f'[[policy.rule]]\ntool = "Edit"\npath = "{worktree}/*"\ndecision = "allow"\n'
+        '[[policy.rule]]\ntool = "Edit"\npath = "/etc/*"\ndecision = "deny"\n',
+    )
+    host = host_factory("p1", "--agent", "demo", "--cwd", str(worktree))
+    with attached(host) as conn:
+        allowed = ask_turn(conn, "/edit src/app.py")  # relative: against the cwd
+        denied = ask_turn(conn, f"/edit {worktree}/link-to-etc/passwd")
+        escaped = ask_turn(conn, "/edit link-to-etc/../../../etc/hosts")
+    assert [d["behavior"] for d in decisions(allowed)] == ["allow"]
+    assert [d["reason"] for d in decisions(denied)] == ['rule 2 (tool Edit, path "/etc/*")']
+    assert [d["behavior"] for d in decisions(escaped)] == ["deny"]
 
 
 def test_a_deny_rule_refuses_without_a_person(home: Path, host_factory: HostFactory) -> None:
