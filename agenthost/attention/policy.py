@@ -25,6 +25,7 @@ configuration, resolves paths and applies the decision (:mod:`agenthost.host.app
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 import shlex
@@ -171,6 +172,20 @@ def subject_of(
     )
 
 
+def resolver(cwd: str) -> Callable[[str], str | None]:
+    """What the host and ``policy test`` hand :func:`subject_of`: a path made absolute
+    against ``cwd`` with every symlink resolved (None when it cannot be). The one
+    function here that reads the file system."""
+
+    def resolve(path: str) -> str | None:
+        try:
+            return os.path.realpath(os.path.join(cwd, path))
+        except (OSError, ValueError):  # a NUL byte, a component over NAME_MAX
+            return None
+
+    return resolve
+
+
 def grant_for(subject: Subject, actor: str = "client") -> Grant:
     """The session grant that allows ``subject`` again (same tool, exact command)."""
     return Grant(subject.tool, subject.command, actor)
@@ -200,12 +215,16 @@ def _units(reading: Reading) -> list[_Unit]:
     if not reading.certain:
         return [_Unit(reading.command, frozenset(), reading.texts, reading.doubt)]
     units: list[_Unit] = []
-    stack: list[Simple] = list(reversed(reading.commands))
+    stack: list[Simple | _Unit] = list(reversed(reading.commands))
     while stack:
         simple = stack.pop()
+        if isinstance(simple, _Unit):  # a wrapper, after what it runs
+            units.append(simple)
+            continue
         allow = frozenset({simple.text, simple.source}) - {""}
         texts = readings(simple)
-        units.append(_Unit(simple.text, allow, texts))
+        # what a wrapper runs comes first: a reason names `rm -rf /`, not `sudo rm -rf /`
+        stack.append(_Unit(simple.text, allow, texts))
         if simple.runs is None:
             why = f"what {simple.argv[0]} runs is not known in full"
             units.append(_Unit(simple.text, frozenset(), texts, why))

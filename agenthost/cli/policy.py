@@ -44,6 +44,13 @@ def policy() -> None:
 )
 @click.option("--agent", "agent_id", default="", metavar="ID", help="The agent's id.")
 @click.option("--project", default="", help="The agent's project.")
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The agent's working directory: paths and their symlinks are resolved there "
+    "(default: the current directory).",
+)
 @home_option
 @json_option
 @handle_errors
@@ -53,16 +60,18 @@ def test_command(
     paths: tuple[str, ...],
     agent_id: str,
     project: str,
+    cwd: Path | None,
     home: Path | None,
     as_json: bool,
 ) -> None:
     """What the policy would do with a permission request, and why."""
-    from agenthost.attention.policy import decide, subject_of
+    from agenthost.attention.policy import decide, resolver, subject_of
 
     path, _exists, config = _load(home)
     tool_input: dict[str, Any] = {} if command is None else {"command": command}
     request = {"tool_name": tool, "input": tool_input, "locations": [{"path": p} for p in paths]}
-    subject = subject_of(request, agent_id, project)
+    where = resolver(str((cwd or Path.cwd()).absolute()))
+    subject = subject_of(request, agent_id, project, where)
     decision = decide(config.policy.rule, subject)
     if as_json:
         print_json(
@@ -75,6 +84,7 @@ def test_command(
                     "tool": subject.tool,
                     "command": subject.command,
                     "paths": list(subject.paths),
+                    "real_paths": list(subject.real_paths or ()),
                     "agent": subject.agent_id,
                     "project": subject.project,
                 },

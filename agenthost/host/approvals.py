@@ -20,7 +20,6 @@ directory, whether the agent runs), never the host itself.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from agenthost.attention.policy import (
     decide,
     duration_text,
     grant_for,
+    resolver,
     subject_of,
 )
 from agenthost.config import ConfigFile
@@ -58,12 +58,6 @@ class Agent:
     cwd: str
     """The agent's working directory: relative paths are resolved against it."""
 
-    def resolve(self, path: str) -> str | None:
-        """``path`` with every symlink resolved (None when it cannot be)."""
-        try:
-            return os.path.realpath(os.path.join(self.cwd, path))
-        except (OSError, ValueError):  # a NUL byte, a component over NAME_MAX
-            return None
 
 
 class Approvals:
@@ -88,7 +82,7 @@ class Approvals:
 
     def _subject(self, request: dict[str, Any]) -> Subject:
         agent = self.agent
-        return subject_of(request, agent.agent_id, agent.project, agent.resolve)
+        return subject_of(request, agent.agent_id, agent.project, resolver(agent.cwd))
 
     # --- a new request -----------------------------------------------------------------
 

@@ -110,9 +110,23 @@ def test_policy_test_json(configured: Path) -> None:
         "tool": "Write",
         "command": None,
         "paths": ["/etc/passwd"],
+        "real_paths": ["/etc/passwd"],
         "agent": "a1",
         "project": "web",
     }
+
+
+def test_policy_test_resolves_symlinks_in_the_agents_directory(home: Path, tmp_path: Path) -> None:
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "link-to-etc").symlink_to("/etc")
+    (home / "config.toml").write_text(
+        f'[[policy.rule]]\npath = "{worktree}/*"\ndecision = "allow"\n'
+    )
+    args = ("policy", "test", "--tool", "Edit", "--cwd", str(worktree), "--path")
+    assert ah(home, *args, "src/a.py").stdout.startswith("allow: rule 1")
+    found = ah_json(home, *args, "link-to-etc/passwd")
+    assert found["behavior"] == "ask" and found["subject"]["real_paths"] == ["/etc/passwd"]
 
 
 def test_policy_show(configured: Path) -> None:
