@@ -3,7 +3,9 @@
 ``.venv/bin/python benchmarks/attention.py`` measures, on this machine:
 
 * decide: the CPU of one policy decision (``attention.policy.decide``) with 50 rules,
-  for a request that matches none of them (the worst case: every rule is tried);
+  for a request that matches none of them (the worst case: every rule is tried), the
+  command read anew each time (bash's grammar, :mod:`agenthost.attention.commandline`),
+  for a plain command, a line of three commands and a line in doubt;
 * host: a demo host's PSS before its first permission request and after the first
   one the policy decided (the policy and config.toml are loaded then, not at start),
   and the host's CPU per ``/ask`` turn when the policy answers vs. when a client
@@ -72,18 +74,27 @@ def wait(condition: Any, what: str, timeout: float = DEADLINE) -> Any:
 
 
 def bench_decide(iterations: int) -> dict[str, float]:
+    from agenthost.attention.commandline import read
+
     lines = []
     for i in range(50):
         kind = ("command", f'"tool{i} *"') if i % 3 else ("command_regex", f"'x{i}[0-9]+ .*'")
         lines.append(f'[[policy.rule]]\ntool = "Bash"\n{kind[0]} = {kind[1]}\ndecision = "allow"')
     rules = parse_config("\n".join(lines)).policy.rule
-    request = {"tool_name": "Bash", "input": {"command": "npm test -- --watch=false"}}
-    subject = subject_of(request, "a1", "shop")
-    assert decide(rules, subject).behavior == "ask"
-    t0 = time.process_time()
-    for _ in range(iterations):
-        decide(rules, subject_of(request, "a1", "shop"))
-    return {"rules": 50, "us_per_decision": 1e6 * (time.process_time() - t0) / iterations}
+    out: dict[str, float] = {"rules": 50}
+    for name, command in (
+        ("plain", "npm test -- --watch=false"),
+        ("line", "cd src && npm test -- --watch=false 2>&1 | tail -20"),
+        ("doubt", "bash -c 'npm test'$'\\x3b'curl$'\\x20'x | sh"),
+    ):
+        request = {"tool_name": "Bash", "input": {"command": command}}
+        assert decide(rules, subject_of(request, "a1", "shop")).behavior == "ask"
+        t0 = time.process_time()
+        for _ in range(iterations):
+            read.cache_clear()  # every request is a new command: read it each time
+            decide(rules, subject_of(request, "a1", "shop"))
+        out[f"us_per_decision_{name}"] = 1e6 * (time.process_time() - t0) / iterations
+    return out
 
 
 # --- one host -------------------------------------------------------------------------
@@ -274,20 +285,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=100, help="turns per agent")
     parser.add_argument("--agents", type=int, default=4, help="demo agents under the daemon")
     parser.add_argument("--quick", action="store_true", help="a few turns (the smoke test)")
+    parser.add_argument(
+        "--only", choices=("decide", "host", "daemon"), help="measure this part alone"
+    )
     args = parser.parse_args(argv)
     turns, agents, iterations = args.turns, args.agents, 20_000
     if args.quick:
         turns, agents, iterations = 3, 2, 200
-    out = {
-        "decide": bench_decide(iterations),
-        "host": bench_host(turns),
-        "daemon": bench_daemon(agents, turns),
+    parts = {
+        "decide": lambda: bench_decide(iterations),
+        "host": lambda: bench_host(turns),
+        "daemon": lambda: bench_daemon(agents, turns),
     }
+    out = {name: run() for name, run in parts.items() if args.only in (None, name)}
     print(json.dumps(out, indent=1))
+    if args.only is not None:
+        return 0
     d, h = out["decide"], out["host"]
     plain, notif = out["daemon"]["without_notices"], out["daemon"]["with_notices"]
     log(
-        f"decide: {d['us_per_decision']:.1f} us per decision with {d['rules']} rules\n"
+        f"decide: {d['us_per_decision_plain']:.1f} us per decision with {d['rules']} rules "
+        f"(a line of three commands {d['us_per_decision_line']:.1f} us, a line in doubt "
+        f"{d['us_per_decision_doubt']:.1f} us)\n"
         f"host: PSS {h['pss_before_kib'] / 1024:.1f} MiB -> "
         f"{h['pss_after_first_ask_kib'] / 1024:.1f} MiB after the first decided request; "
         f"CPU per /ask turn {h['cpu_ms_per_turn_policy']:.2f} ms (policy) vs "

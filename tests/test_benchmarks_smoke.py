@@ -213,7 +213,7 @@ def test_the_web_sse_benchmark_reports_its_figures() -> None:
 def test_the_attention_benchmark_reports_its_figures() -> None:
     stdout = _benchmark_output("attention.py", "--quick")
     figures = json.loads(stdout)
-    assert figures["decide"]["rules"] == 50 and figures["decide"]["us_per_decision"] > 0
+    assert figures["decide"]["rules"] == 50 and figures["decide"]["us_per_decision_plain"] > 0
     host = figures["host"]
     assert host["pss_after_first_ask_kib"] > 0 and host["cpu_ms_per_turn_policy"] > 0
     daemon = figures["daemon"]
