@@ -220,6 +220,22 @@ def test_command_channel_gets_json_and_env(tmp_path: Path) -> None:
     assert env["AGENTHOST_NOTICE_APPROVE_URL"] == "" and env["AGENTHOST_NOTICE_DENY_URL"] == ""
 
 
+def test_agent_text_reaches_a_command_as_data_never_a_shell_word(tmp_path: Path) -> None:
+    # an agent chooses what it asks to run, hence the notice's text: it travels in the
+    # environment and on stdin of a program run without a shell, never in its argv
+    mark = tmp_path / "pwned"
+    hostile = f"x$(touch {mark}); touch {mark}2 `touch {mark}3` | sh"
+    command_config(tmp_path, WRITER)
+    config = parse_config((tmp_path / "config.toml").read_text())
+    notice = dataclasses.replace(waiting_notice(), title=hostile, message=hostile)
+    result = asyncio.run(deliver(config.notify.channels["cmd"], notice))
+    assert result.ok, result.why
+    got = json.loads((tmp_path / "got.json").read_text())
+    assert got["env"]["AGENTHOST_NOTICE_TITLE"] == hostile
+    assert got["notice"]["title"] == hostile
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("pwned")]
+
+
 def test_command_channel_failure_and_timeout(tmp_path: Path) -> None:
     home = command_config(
         tmp_path,
