@@ -5,17 +5,22 @@ A client on another machine runs ``ssh HOST agenthost bridge ID`` and speaks the
 protocol through it (docs/remote.md). The bridge connects (checking, as every client
 does, that the socket is served by this user), then copies in both directions without
 reading what passes: garbage in gets the host's error answers, like on any connection.
-It ends when its stdin ends, attached or not (a dropped SSH link must leave nothing
-behind), when the socket closes, or when its stdout is gone. Nothing but the socket's
-bytes is ever written to stdout. Two plain threads: no event loop to start for every
-remote connection.
+
+At stdin's end it half-closes its side of the socket (``shutdown(SHUT_WR)``), as the
+client would have: what was asked is still answered, and the service closes a
+connection with nothing left to answer and no stream going, so ``printf ... | ssh HOST
+agenthost bridge ID`` gets its answers and an attach piped in streams on. It ends when
+the socket closes, or when its stdout is gone: it polls stdout for the hang-up
+(``POLLERR`` on a pipe whose reader went, ``POLLHUP`` on a closed socket or terminal),
+so a dropped SSH link leaves nothing behind even while an attach is idle and nothing is
+written that would fail. Nothing but the socket's bytes is ever written to stdout. One
+plain thread copies stdin: no event loop to start for every remote connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import select
 import socket
 import threading
@@ -62,42 +67,48 @@ def connect_local(
 
 
 def relay(sock: socket.socket, stdin: int = 0, stdout: int = 1) -> str:
-    """Copy ``stdin`` to ``sock`` and ``sock`` to ``stdout`` until one side ends; return
-    which ended (``"stdin"``, ``"socket"``, ``"stdout"``). Closes nothing.
+    """Copy ``stdin`` to ``sock`` (half-closing ``sock`` at stdin's end) and ``sock`` to
+    ``stdout``, until the socket closes or stdout is gone; return which (``"socket"``,
+    ``"stdout"``). Closes nothing.
 
-    One thread per direction, each blocking on its own side: a side that does not read
-    (a client pipelining requests, a host pausing its reads) never holds up the other
-    direction, and nothing has to change the blocking mode of the stdio we were given.
+    stdin is copied by a thread of its own, blocking on its side: a side that does not
+    read (a client pipelining requests, a host pausing its reads) never holds up the
+    other direction, and nothing has to change the blocking mode of the stdio we were
+    given.
     """
-    ended: queue.SimpleQueue[str] = queue.SimpleQueue()
+    # a daemon thread: when the relay ends it may still be blocked reading stdin, and is
+    # left to the process's exit
+    threading.Thread(target=_upstream, args=(stdin, sock), name="bridge-stdin", daemon=True).start()
+    return _downstream(sock, stdout)
 
-    def upstream() -> None:
-        how = "stdin"
+
+def _upstream(stdin: int, sock: socket.socket) -> None:
+    try:
+        while data := _read(stdin):
+            sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)  # the client is done asking: the answers still come
+    except OSError:
+        pass  # the socket closed: the other direction reads its end
+
+
+def _downstream(sock: socket.socket, stdout: int) -> str:
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    # no event asked of stdout: poll reports only its hang-up (POLLERR, POLLHUP; POLLNVAL
+    # when it is not open), which nothing else would reveal while no bytes come
+    poller.register(stdout, 0)
+    while True:
+        ready = dict(poller.poll())
+        if stdout in ready:
+            return "stdout"
         try:
-            while data := _read(stdin):
-                sock.sendall(data)
+            data = sock.recv(CHUNK)
         except OSError:
-            how = "socket"
-        finally:
-            ended.put(how)
-
-    def downstream() -> None:
-        how = "socket"
-        try:
-            while data := sock.recv(CHUNK):
-                if not _write_all(stdout, data):
-                    how = "stdout"
-                    break
-        except OSError:
-            pass
-        finally:
-            ended.put(how)
-
-    for target in (upstream, downstream):
-        # daemon threads: the one still blocked when the other side ended is left to
-        # the process's exit
-        threading.Thread(target=target, name=f"bridge-{target.__name__}", daemon=True).start()
-    return ended.get()
+            return "socket"
+        if not data:
+            return "socket"
+        if not _write_all(stdout, data):
+            return "stdout"
 
 
 def _read(fd: int) -> bytes:
@@ -131,5 +142,5 @@ def bridge(
         return relay(sock)
     finally:
         with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)  # wakes the direction still reading it
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the stdin thread if a send blocks it
         sock.close()

@@ -12,7 +12,6 @@ Neutral ground: the daemon imports this module, so it imports nothing of ``host/
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Final
 from agenthost.agentenv import pack
 from agenthost.agents import DEFAULT_AGENT
 from agenthost.journal.writer import JournalConfig
+from agenthost.pyargv import module_argv
 
 DEFAULT_JOURNAL: Final = JournalConfig()
 
@@ -106,7 +106,7 @@ class HostOptions:
 
     def command_line(self) -> list[str]:
         """The whole command that starts this host with this Python."""
-        return [sys.executable, "-m", "agenthost", "serve", *self.to_argv()]
+        return module_argv("agenthost", "serve", *self.to_argv())
 
 
 DEFAULTS: Final = HostOptions(agent_id="", home=Path())

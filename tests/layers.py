@@ -32,6 +32,7 @@ SANS_IO = (
     "agenthost.daemon.policy",
     "agenthost.hostfactory.messages",
     "agenthost.names",
+    "agenthost.pyargv",
     "agenthost.agents.base",
     "agenthost.agents.streamjson",
     "agenthost.agents.demo",

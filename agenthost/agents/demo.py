@@ -7,7 +7,6 @@ parser, states and history as a real agent.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -29,6 +28,7 @@ from agenthost.agents.streamjson import (
     user_message,
 )
 from agenthost.protocol import AgentState
+from agenthost.pyargv import module_argv
 
 REPLAY_FLAG = "--replay-user-messages"
 """Makes Claude Code (and the demo) echo each user message and name the messages each
@@ -107,8 +107,7 @@ class DemoAdapter(StreamJsonAdapter):
 
     def build_command(self, command: Sequence[str]) -> list[str]:
         # like the claude adapter: echoes and uuids (see StreamJsonAdapter)
-        demo = [sys.executable, "-m", "agenthost.agents.demo_agent"]
-        return [*demo, REPLAY_FLAG, *command]
+        return module_argv("agenthost.agents.demo_agent", REPLAY_FLAG, *command)
 
     def environment(self) -> dict[str, str]:
         return {"PYTHONUNBUFFERED": "1"}

@@ -21,8 +21,9 @@ def bridge(agent_id: str | None, to_daemon: bool, start: bool, home: Path | None
 
     What clients run on this machine with `--remote`: `ssh HOST agenthost bridge ID`.
     The bytes of the protocol pass unchanged; stdout carries nothing else (errors go to
-    stderr). Ends when stdin ends, attached or not, or when the host closes the
-    connection. Exit status 3 when no host (no daemon) answers.
+    stderr). At stdin's end what was asked is still answered (and a stream goes on);
+    ends when the host closes the connection or stdout is gone. Exit status 3 when no
+    host (no daemon) answers.
     """
     from agenthost.bridge import bridge as run_bridge
     from agenthost.cli.common import remember_agent_id

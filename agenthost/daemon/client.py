@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -52,6 +51,7 @@ from agenthost.paths import ensure_private_dir, logs_dir, resolve_home
 from agenthost.protocol import (
     StreamEvent,
 )
+from agenthost.pyargv import module_argv
 from agenthost.remote import Remote, as_remote
 from agenthost.wire.client import ClientCore, ServiceClient, StreamLimit
 from agenthost.wire.ssh import SshLink
@@ -293,7 +293,7 @@ def start_daemon(home: Path, *, args: list[str] | None = None, timeout: float = 
 
     ensure_private_dir(home)
     ensure_private_dir(logs_dir(home))
-    argv = [sys.executable, "-m", "agenthost", "daemon", "--home", str(home), *(args or [])]
+    argv = module_argv("agenthost", "daemon", "--home", str(home), *(args or []))
     try:
         return start_in_background(
             argv,

@@ -1,6 +1,6 @@
 """Starting hosts that outlive the daemon.
 
-A host is ``python -m agenthost serve --agent-id ID --home HOME ...`` run
+A host is ``python -P -m agenthost serve --agent-id ID --home HOME ...`` run
 
 * in a session of its own (``setsid``), stdio on ``/dev/null`` and its log file
   ``<home>/logs/<id>.log``, never on a pipe to the daemon, so neither the daemon's

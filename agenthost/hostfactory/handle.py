@@ -17,7 +17,6 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Callable
 from typing import Final
 
@@ -33,6 +32,7 @@ from agenthost.hostfactory.messages import (
     decode_reply,
     encode,
 )
+from agenthost.pyargv import module_argv
 
 log = structlog.get_logger("agenthost.hostfactory")
 
@@ -72,14 +72,14 @@ class Factory:
 
     @classmethod
     def exec_new(cls) -> Factory:
-        """Start a factory by exec (``python -m agenthost.hostfactory``): what a process
+        """Start a factory by exec (``python -P -m agenthost.hostfactory``): what a process
         that already runs a loop (or threads) can do instead of forking one. It takes
         orders at once; they wait in its socket while it imports."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.set_inheritable(False)
         try:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "agenthost.hostfactory", "--fd", str(theirs.fileno())],
+                module_argv("agenthost.hostfactory", "--fd", str(theirs.fileno())),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

@@ -7,8 +7,10 @@ remote: it starts the user's ``ssh`` (:meth:`Remote.ssh_argv
 ``socketpair``, and gives the core the other end, so the protocol's bytes go through
 ssh unchanged and the core's peer check (a socket of this user) holds. When the
 connection ends, the ssh exit status and the end of its stderr say why
-(:func:`agenthost.remote.exit_error`); closing our end makes ssh see EOF, which ends
-the remote ``agenthost bridge``, and ssh is killed if it lingers.
+(:func:`agenthost.remote.exit_error`). Closing our end makes ssh see EOF, which the
+remote ``agenthost bridge`` turns into a half-close of its connection: a stream there
+(an attach, a watch) would go on, so a closed connection also ends its ssh (SIGTERM,
+then SIGKILL if it lingers), which ends the remote bridge as a dropped link does.
 
 :func:`run_remote` runs one remote command to its end (``agenthost list --json``).
 """
@@ -27,7 +29,8 @@ from agenthost.remote import STDERR_KEPT, Remote, cannot_run, exit_error
 
 EXIT_WAIT: Final = 5.0
 """Seconds a connection that ended waits for ssh's exit status (it exits right after
-its channel closed), and a closed connection waits for ssh to go before killing it."""
+its channel closed), and a closed connection waits for ssh to go after SIGTERM before
+killing it."""
 _CHUNK: Final = 1 << 16
 
 
@@ -121,28 +124,32 @@ class SshLink:
         return error
 
     async def close(self) -> None:
-        """Reap the current ssh (our end of the socket is already closed by the client
-        core: ssh sees EOF and exits); kill it if it lingers. Raises nothing."""
+        """End and reap the current ssh (our end of the socket is already closed by the
+        client core). Raises nothing.
+
+        ssh passes our close on as a mere EOF, after which the remote bridge still
+        relays what the service sends: a stream would keep ssh and the bridge for ever.
+        The client wants nothing more, so ssh is ended (SIGTERM, SIGKILL if it
+        lingers); the remote sshd then closes the bridge's stdio and it exits.
+        """
         proc, self._proc = self._proc, None
         task, self._stderr_task = self._stderr_task, None
         if proc is not None:
-            await _reap(proc)
+            await _end(proc)
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    try:
-        await asyncio.wait_for(proc.wait(), EXIT_WAIT)
-        return
-    except TimeoutError:
-        pass
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(proc.wait(), EXIT_WAIT)
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    for stop in (proc.terminate, proc.kill):
+        if proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), EXIT_WAIT)
 
 
 def _how_ended(status: int | None) -> str:

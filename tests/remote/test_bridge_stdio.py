@@ -1,5 +1,6 @@
 """``agenthost bridge``, without ssh: its stdio joined to a local host's socket, garbage
-in, stdin's end, the host's end, and the errors (exit statuses, nothing on stdout)."""
+in, stdin's end (requests piped in are answered; an attach streams on), the host's end,
+the reader of its stdout gone, and the errors (exit statuses, nothing on stdout)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import HostFactory
+from daemontools import DaemonWorld, daemon_world
 from hosttools import DEADLINE
 
 CLI = [sys.executable, "-m", "agenthost"]
@@ -80,6 +82,27 @@ class Bridge:
 
 OpenBridge = Callable[[str], Bridge]
 
+PING_AND_STATUS = b'{"type": "host.ping", "id": "p"}\n{"type": "host.status", "id": "s"}\n'
+
+
+def piped(home: Path, *args: str, data: bytes) -> tuple[int, list[dict[str, Any]]]:
+    """``printf DATA | agenthost bridge ARGS``: its exit status and the lines it printed
+    (stdin ends once ``data`` is written)."""
+    out = subprocess.run(
+        [*CLI, "bridge", *args, "--home", str(home)],
+        input=data,
+        capture_output=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    return out.returncode, [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@pytest.fixture
+def world(home: Path) -> Iterator[DaemonWorld]:
+    with daemon_world(home) as w:
+        yield w
+
 
 @pytest.fixture
 def open_bridge(home: Path) -> Iterator[OpenBridge]:
@@ -111,17 +134,72 @@ def test_garbage_in_gets_the_hosts_errors(
     assert bridge.wait() == 0
 
 
-def test_stdin_end_ends_an_attached_bridge(
+def test_requests_piped_in_are_answered_after_stdin_ends(
+    home: Path, host_factory: HostFactory
+) -> None:
+    # what a script does over ssh: printf '%s\n%s\n' "$PING" "$STATUS" | ssh HOST ...
+    host_factory("g2", "--agent", "lines", command=["cat"])
+    status, lines = piped(home, "g2", data=PING_AND_STATUS)
+    assert status == 0
+    assert [(m["id"], m["type"], m["success"]) for m in lines] == [
+        ("p", "host.ping", True),
+        ("s", "host.status", True),
+    ]
+    assert lines[1]["payload"]["agent"]["id"] == "g2"
+
+
+def test_daemon_requests_piped_in_are_answered_after_stdin_ends(
+    home: Path, world: DaemonWorld
+) -> None:
+    world.start_daemon()
+    data = b'{"type": "daemon.ping", "id": 1}\n{"type": "daemon.list", "id": 2}\n'
+    status, lines = piped(home, "--daemon", data=data)
+    assert status == 0
+    assert [(m["id"], m["type"], m["success"]) for m in lines] == [
+        (1, "daemon.ping", True),
+        (2, "daemon.list", True),
+    ]
+    assert lines[1]["payload"]["agents"] == []
+
+
+def test_an_attach_piped_in_streams_on_after_stdin_ends(
     home: Path, host_factory: HostFactory, open_bridge: OpenBridge
 ) -> None:
-    host = host_factory("g2")
-    bridge = open_bridge("g2")
+    host = host_factory("g5", "--agent", "lines", command=["cat"])
+    bridge = open_bridge("g5")
     bridge.write(b'{"type": "host.attach", "id": "a", "payload": {"offset": 0}}\n')
-    assert bridge.until("response", "host.attach")["success"] is True
-    assert bridge.line()["kind"] == "event"  # the replay flows
     bridge.close_stdin()
+    assert bridge.until("response", "host.attach")["success"] is True
+    # the stream goes on: what another client sends reaches the bridge's stdout
+    with host.raw() as other:
+        other.request("host.send", {"input": "after the end of stdin"})
+    echo = bridge.until("event", "output")
+    assert echo["data"] == "after the end of stdin"
+    assert bridge.proc.poll() is None
+    # until the host closes the connection (it exits)
+    with host.raw() as other:
+        other.request("host.stop", {"force": True})
     assert bridge.wait() == 0
-    assert host.proc.poll() is None  # the agent keeps running
+    assert host.wait_exit() == 0
+
+
+@pytest.mark.parametrize("stdin_open", [False, True], ids=["stdin-ended", "stdin-open"])
+def test_the_end_of_its_stdout_ends_an_idle_attached_bridge(
+    home: Path, host_factory: HostFactory, open_bridge: OpenBridge, stdin_open: bool
+) -> None:
+    # a dropped ssh link: nobody reads the bridge's stdout any more, and no event comes
+    # that would fail to be written there
+    host = host_factory("g6", "--agent", "lines", command=["cat"])
+    bridge = open_bridge("g6")
+    bridge.write(b'{"type": "host.attach", "id": "a"}\n')
+    if not stdin_open:
+        bridge.close_stdin()
+    assert bridge.until("response", "host.attach")["success"] is True
+    assert bridge.proc.stdout is not None
+    bridge.proc.stdout.close()  # the reader goes
+    assert bridge.wait() == 0
+    with host.raw() as other:  # the agent keeps running
+        assert other.request("host.status")["payload"]["agent"]["state"] == "running"
 
 
 def test_the_hosts_end_ends_the_bridge(

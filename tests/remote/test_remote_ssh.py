@@ -4,6 +4,7 @@ The remote is this machine, reached over ssh on 127.0.0.1 with generated keys.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import agenthost.wire.ssh as ssh_module
 from agenthost.client import AsyncClient, Client
 from agenthost.daemon.client import DaemonClient
 from agenthost.errors import DaemonNotRunning, HostNotFound, RemoteError
@@ -23,7 +25,7 @@ from agenthost.inventory import gather_remote
 from agenthost.protocol import StreamEvent
 
 from conftest import HostFactory
-from hosttools import pid_gone, wait_for, wait_until
+from hosttools import DEADLINE, pid_gone, wait_for, wait_until
 from sshtools import Sshd, bridges
 
 CLI = [sys.executable, "-m", "agenthost"]
@@ -181,6 +183,59 @@ async def test_killed_link_while_attached_idle_leaves_no_bridge(
         bridge = bridges(home)[0]
         os.kill(ssh_children()[0].pid, signal.SIGKILL)
         await wait_until(lambda: pid_gone(bridge.pid), what="the bridge's exit")
+
+
+@pytest.mark.asyncio
+async def test_closing_an_attached_client_ends_its_ssh_and_the_remote_bridge(
+    sshd: Sshd,
+    remote_env: dict[str, str],
+    host_factory: HostFactory,
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ssh passes the client's close on as a mere EOF, after which the remote bridge
+    # relays the attached stream on: the close must end the link itself, not wait for
+    # the fallback kill of an ssh that would never exit
+    monkeypatch.setattr(ssh_module, "EXIT_WAIT", 3600.0)
+    host_factory("rb")
+    client = AsyncClient("rb", remote=sshd.remote)
+    await client.attach(0)
+    await client.recv_event(timeout=30)
+    await wait_until(lambda: len(bridges(home)) == 1, what="the remote bridge")
+    bridge = bridges(home)[0]
+    link = ssh_children()
+    assert len(link) == 1
+    await asyncio.wait_for(client.close(), DEADLINE)
+    assert not link[0].is_running() or link[0].status() == psutil.STATUS_ZOMBIE
+    await wait_until(lambda: pid_gone(bridge.pid), what="the remote bridge's exit")
+
+
+def test_requests_piped_through_ssh_are_answered(
+    sshd: Sshd, remote_env: dict[str, str], host_factory: HostFactory
+) -> None:
+    # the scripted case, word for word: printf ... | ssh HOST agenthost bridge ID
+    host_factory("rc", "--agent", "lines", command=["cat"])
+    ssh = f"{remote_env['AGENTHOST_SSH']} -o BatchMode=yes -p {sshd.port} 127.0.0.1"
+    agenthost = remote_env["AGENTHOST_REMOTE_COMMAND"]
+    script = " ".join([r"""printf '%s\n%s\n' "$PING" "$STATUS" |""", ssh, agenthost, "bridge rc"])
+    out = subprocess.run(
+        ["sh", "-c", script],
+        env={
+            **remote_env,
+            "PING": '{"type": "host.ping", "id": "p"}',
+            "STATUS": '{"type": "host.status", "id": "s"}',
+        },
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(a["id"], a["type"], a["success"]) for a in answers] == [
+        ("p", "host.ping", True),
+        ("s", "host.status", True),
+    ]
+    assert answers[1]["payload"]["agent"]["id"] == "rc"
 
 
 def test_unknown_agent_names_the_machine(

@@ -798,6 +798,7 @@ def test_demo_adapter() -> None:
     assert adapter.passthrough is False
     assert adapter.build_command(["--pace", "0"]) == [
         sys.executable,
+        "-P",  # (not the agent's directory on its path: agenthost/pyargv.py)
         "-m",
         "agenthost.agents.demo_agent",
         "--replay-user-messages",
