@@ -14,6 +14,7 @@ others (a mode 0666 or 0620, a symbolic link) run as anyone.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -213,3 +214,33 @@ def test_our_own_command_channel_runs(world: DaemonWorld) -> None:
     world.start_daemon("--scan-interval", "0")
     kill_an_agent(world, "n1")
     wait_for(marker.exists, what="the command of our own channel")
+
+
+# --- the web gateway's files ----------------------------------------------------------
+
+
+WEB_FILES = {
+    "web/tokens.json": json.dumps({"version": 1, "tokens": []}),
+    "web/secret": SECRET,
+    "attention/link.key": SECRET,
+}
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("name", list(WEB_FILES))
+def test_the_gateway_does_not_start_on_a_planted_file(home: Path, name: str, how: str) -> None:
+    says = plant(home / name, WEB_FILES[name], how)
+    refused(start(home, "web", "--listen", "127.0.0.1:0", ready="listening on"), says)
+
+
+@pytest.mark.parametrize("name", ["web/secret", "attention/link.key"])
+def test_a_secret_others_can_read_is_refused(home: Path, name: str) -> None:
+    plant(home / name, SECRET, "0644")
+    says = f"{home / name} is readable by others (mode 0644): chmod 600 it"
+    refused(start(home, "web", "--listen", "127.0.0.1:0", ready="listening on"), says)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_token_commands_refuse_a_planted_store(home: Path, how: str) -> None:
+    says = plant(home / "web" / "tokens.json", WEB_FILES["web/tokens.json"], how)
+    refused(cli(home, "web", "token", "list"), says)
