@@ -27,6 +27,11 @@ import pytest
 from test_hostile_home import NOBODY, ROOT_ONLY, cli
 from test_policy_host import ALLOW, ask_turn, decisions
 
+from agenthost.attention.ledger import Ledger
+from agenthost.daemon.registry import Registry
+from agenthost.errors import ConfigError
+from agenthost.web.linkledger import LinkLedger
+
 from conftest import HostFactory
 from daemontools import DaemonWorld, daemon_world
 from hosttools import DEADLINE, PY, attached, events_until, is_state, states, wait_for
@@ -244,3 +249,43 @@ def test_a_secret_others_can_read_is_refused(home: Path, name: str) -> None:
 def test_token_commands_refuse_a_planted_store(home: Path, how: str) -> None:
     says = plant(home / "web" / "tokens.json", WEB_FILES["web/tokens.json"], how)
     refused(cli(home, "web", "token", "list"), says)
+
+
+# --- the SQLite files ------------------------------------------------------------------
+
+
+def planted_db(path: Path, make: Any, how: str) -> str:
+    """A real database made by ``make(path)``, then planted as ``how`` says."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make(path)
+    data = path.read_bytes()
+    path.unlink()
+    return plant(path, data, how)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_the_daemon_does_not_start_on_a_planted_registry(home: Path, how: str) -> None:
+    says = planted_db(home / "daemon.db", lambda p: Registry(p).close(), how)
+    refused(start(home, "daemon", "--no-host-factory", ready="daemon.ready"), says)
+
+
+@ROOT_ONLY
+def test_a_planted_write_ahead_log_is_refused(home: Path) -> None:
+    Registry(home / "daemon.db").close()
+    says = plant(home / "daemon.db-wal", b"", "foreign")
+    refused(start(home, "daemon", "--no-host-factory", ready="daemon.ready"), says)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_the_notice_record_is_refused(home: Path, how: str) -> None:
+    says = planted_db(home / "attention" / "notices.db", lambda p: Ledger(home).close(), how)
+    refused(cli(home, "notify", "log"), says)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_the_used_links_ledger_is_refused(home: Path, how: str) -> None:
+    path = home / "web" / "links.db"
+    says = planted_db(path, lambda p: LinkLedger(p).used("x"), how)
+    with pytest.raises(ConfigError) as caught:
+        LinkLedger(path).claim("nonce", 2_000_000_000)
+    assert caught.value.message.startswith(says)
