@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +30,10 @@ from test_hostile_home import NOBODY, ROOT_ONLY, cli
 from test_policy_host import ALLOW, ask_turn, decisions
 
 from agenthost.attention.ledger import Ledger
+from agenthost.daemon.discovery import end_from_log
 from agenthost.daemon.registry import Registry
 from agenthost.errors import ConfigError
+from agenthost.journal.segments import segment_name, write_atomic
 from agenthost.web.linkledger import LinkLedger
 
 from conftest import HostFactory
@@ -289,3 +293,120 @@ def test_the_used_links_ledger_is_refused(home: Path, how: str) -> None:
     with pytest.raises(ConfigError) as caught:
         LinkLedger(path).claim("nonce", 2_000_000_000)
     assert caught.value.message.startswith(says)
+
+
+# --- what a host opens: its lock, its log, its journal ---------------------------------
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_host_refuses_a_planted_lock(home: Path, how: str) -> None:
+    says = plant(home / "hosts" / "x.lock", "", how)
+    refused(cli(home, "serve", "--agent-id", "x", "--linger", "0", "--", "true"), says)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_detached_host_refuses_a_planted_log(home: Path, how: str) -> None:
+    says = plant(home / "logs" / "x.log", "", how)
+    refused(cli(home, "serve", "--agent-id", "x", "--detach", "--linger", "0", "--", "true"), says)
+
+
+@ROOT_ONLY
+def test_a_host_refuses_a_journal_directory_of_another_user(home: Path) -> None:
+    journal = home / "journal" / "x"
+    journal.mkdir(parents=True)
+    os.chown(journal, NOBODY, NOBODY)
+    done = cli(home, "serve", "--agent-id", "x", "--linger", "0", "--", "true")
+    refused(done, f"{journal} belongs to uid {NOBODY}, not to this user")
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_host_never_appends_to_a_planted_journal_segment(home: Path, how: str) -> None:
+    says = plant(home / "journal" / "x" / segment_name(1), "", how)
+    refused(cli(home, "serve", "--agent-id", "x", "--linger", "0", "--", "true"), says)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_planted_temporary_file_never_becomes_the_journals_meta(home: Path, how: str) -> None:
+    directory = home / "journal" / "x"
+    plant(directory / ".meta.json.tmp", "{}", how)
+    write_atomic(directory / "meta.json", b'{"epoch": "e"}\n')
+    made = (directory / "meta.json").lstat()
+    assert stat.S_ISREG(made.st_mode) and made.st_uid == ME
+    assert stat.S_IMODE(made.st_mode) == 0o600
+    assert (directory / "meta.json").read_bytes() == b'{"epoch": "e"}\n'
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_planted_log_says_nothing_of_how_an_agent_ended(home: Path, how: str) -> None:
+    end = {"event": "agent.exited", "exit_code": 0, "signal": None, "stop_requested": True}
+    path = home / "logs" / "x.log"
+    plant(path, json.dumps(end) + "\n", how)
+    assert end_from_log(path) is None  # else: "a stop was asked for", no restart
+    path.unlink()
+    plant(path, json.dumps(end) + "\n", "0600")
+    assert end_from_log(path) == {"exit_code": 0, "signal": None, "stop_requested": True}
+
+
+# --- what we make ourselves -------------------------------------------------------------
+
+
+@pytest.fixture
+def loose_world(home: Path) -> Iterator[DaemonWorld]:
+    """A daemon world under umask 000: the reaper, so the daemon and its hosts, get it."""
+    old = os.umask(0)
+    try:
+        with daemon_world(home) as world:
+            os.umask(old)  # (the test's own files: as usual)
+            yield world
+    finally:
+        os.umask(old)
+
+
+def loose_files(home: Path, *skip: str) -> dict[str, str]:
+    """The files and directories under ``home`` that group or others may use, and their
+    mode; the test's own daemon logs (``daemon-N.log``) and ``skip`` left out."""
+    loose = {}
+    for directory, dirs, files in os.walk(home):
+        dirs[:] = [d for d in dirs if d not in skip]
+        for name in dirs + files:
+            path = Path(directory) / name
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            if mode & 0o077 and not name.startswith("daemon-") and name not in skip:
+                loose[str(path.relative_to(home))] = f"{mode:04o}"
+    return loose
+
+
+def test_every_file_we_make_is_private_under_umask_000(
+    loose_world: DaemonWorld, tmp_path: Path
+) -> None:
+    home = loose_world.home
+    marker = tmp_path / "sent"
+    config = command_channel(marker) + '[web]\npublic_url = "https://box.example"\n'
+    plant(home / "config.toml", config, "0600")
+    loose_world.start_daemon("--scan-interval", "0")
+    kill_an_agent(loose_world, "n1")  # a host, its journal and log; a notice, its record
+    wait_for(marker.exists, what="the notice sent")
+    assert cli(home, "web", "token", "add", "t1", umask=0).returncode == 0
+    names = {p.name for p in home.rglob("*")}
+    assert names >= {"daemon.db", "notices.db", "link.key", "tokens.json", "n1.log"}
+    assert loose_files(home) == {}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_worktree_setup_log_is_private_under_umask_000(loose_world: DaemonWorld) -> None:
+    home = loose_world.home
+    repo = home / "repo"
+    repo.mkdir()
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e.invalid", *args],
+            check=True,
+            capture_output=True,
+        )
+    loose_world.start_daemon("--scan-interval", "0")
+    args = ["--agent", "demo", "--worktree", "--repo", str(repo), "--setup", "true"]
+    done = loose_world.cli("run", "--agent-id", "w1", *args)
+    assert done.returncode == 0, done.stderr
+    assert "worktree setup: exit status 0" in (home / "logs" / "w1.log").read_text()
+    # (what git makes in the repository and the worktree is the agent's work, not ours)
+    assert loose_files(home, "repo", "worktrees") == {}
