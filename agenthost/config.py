@@ -7,7 +7,8 @@ It is read with :mod:`tomllib` and validated by the models below, which forbid
 unknown keys: a misspelt key is an error that names it, never a silent default.
 
 No sockets, no event loop: :func:`parse_config` takes text; :func:`load_config` and
-:class:`ConfigFile` read the file (a missing file is the defaults).
+:class:`ConfigFile` read the file (a missing file is the defaults), and only when it is
+the user's own and writable by nobody else (:mod:`agenthost.homefiles`).
 
 Durations are written ``90``, ``"90s"``, ``"15m"``, ``"12h"`` or ``"7d"``.
 """
@@ -33,7 +34,8 @@ from pydantic import (
     model_validator,
 )
 
-from agenthost.errors import ConfigError
+from agenthost.errors import ConfigError, UntrustedFile
+from agenthost.homefiles import read_checked
 
 CONFIG_NAME: Final = "config.toml"
 MAX_CONFIG_BYTES: Final = 1 << 20
@@ -334,19 +336,23 @@ def _describe(exc: ValidationError) -> str:
 
 
 def load_config(home: Path) -> HomeConfig:
-    """``<home>/config.toml`` parsed (the defaults when there is no such file)."""
+    """``<home>/config.toml`` parsed (the defaults when there is no such file).
+
+    Raise UntrustedFile (a ConfigError) for a file that is not the user's own to
+    trust (:mod:`agenthost.homefiles`): nothing of it is used."""
     path = config_path(home)
     try:
-        data = _read(path)
+        data, _ = _read(path)
     except FileNotFoundError:
         return DEFAULT_CONFIG
     return parse_config(data, str(path))
 
 
-def _read(path: Path) -> str:
+def _read(path: Path) -> tuple[str, os.stat_result]:
+    """The text of ``path`` and the stat of the file it was read from, checked by
+    :func:`~agenthost.homefiles.read_checked`."""
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
+        raw, st = read_checked(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -354,31 +360,49 @@ def _read(path: Path) -> str:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8"), st
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
+REFUSED_CONFIG: Final = HomeConfig(policy=PolicyConfig(session_grants=False))
+"""What applies while ``config.toml`` is refused as untrusted: no rule (every request
+asks a person), no "allow for this session", no channel (nothing is sent, nothing is
+run), no links. Never the last good configuration: the refusal may have come after
+another user rewrote the file, and nothing may allow more than the user decided."""
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes when the file is replaced, written, chmod-ed or chown-ed (ctime:
+    a chmod changes neither the size nor the mtime, and no one can set it back)."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 class ConfigFile:
-    """``config.toml`` re-read when it changes (size, mtime or inode), cheaply checked.
+    """``config.toml`` re-read when it changes (inode, size, mtime or ctime), cheaply
+    checked.
 
     A long-lived process (host, daemon, gateway) calls :meth:`get` where it needs the
     configuration. When the file turns invalid, :meth:`get` keeps the last good
     configuration and :attr:`error` says what is wrong (``None`` once fixed); before
-    any good read it is the defaults.
+    any good read it is the defaults. When it is refused as untrusted (another user's,
+    writable by others, a symbolic link: :mod:`agenthost.homefiles`), :attr:`refused`
+    is true, :attr:`error` says why and :meth:`get` is :data:`REFUSED_CONFIG` until
+    the file is fixed.
     """
 
     def __init__(self, home: Path) -> None:
         self.path = config_path(home)
         self.config: HomeConfig = DEFAULT_CONFIG
         self.error: str | None = None
-        self._seen: tuple[int, int, int] | None = None
+        self.refused = False
+        self._seen: tuple[int, int, int, int] | None = None
 
     def get(self) -> HomeConfig:
         """The current configuration (re-read if the file changed since last time)."""
         try:
-            st = os.stat(self.path)
-            seen: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+            # lstat: a symbolic link put in the file's place is a change (and refused)
+            seen: tuple[int, int, int, int] | None = _stamp(os.lstat(self.path))
         except FileNotFoundError:
             seen = None
         except OSError as exc:
@@ -388,15 +412,23 @@ class ConfigFile:
             return self.config
         self._seen = seen
         if seen is None:
-            self.config, self.error = DEFAULT_CONFIG, None
+            self.config, self.error, self.refused = DEFAULT_CONFIG, None, False
             return self.config
         try:
-            self.config = parse_config(_read(self.path), str(self.path))
-            self.error = None
+            text, st = _read(self.path)
+            self._seen = _stamp(st)  # what was read, if it changed since the lstat
+            self.config = parse_config(text, str(self.path))
+            self.error, self.refused = None, False
         except FileNotFoundError:
-            self.config, self.error = DEFAULT_CONFIG, None
+            self.config, self.error, self.refused = DEFAULT_CONFIG, None, False
+        except UntrustedFile as exc:
+            self.config, self.error, self.refused = REFUSED_CONFIG, exc.message, True
+            # checked again at the next call: the fix may be to the directory (chmod go-w
+            # the home), which changes nothing of the file
+            self._seen = None
         except ConfigError as exc:
-            self.error = exc.message
+            # invalid: the last good one goes on (none after a refusal: REFUSED_CONFIG)
+            self.error, self.refused = exc.message, False
         return self.config
 
 

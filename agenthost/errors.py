@@ -64,6 +64,14 @@ class InvalidAgentId(ConfigError):
     """An agent id that is empty, too long, or could escape the hosts directory."""
 
 
+class UntrustedFile(ConfigError):
+    """A file of the home that decides something (config.toml, a token store, a key,
+    a database, a lock) and is not the user's own to trust: owned by another uid,
+    writable by its group or others (a secret: readable by them), a symbolic link, or
+    not a regular file. The message names the file, what is wrong and how to fix it;
+    nothing of the file is used."""
+
+
 class HostAlreadyRunning(AgentHostError):
     """``serve`` for an agent whose host is alive (its lock is held)."""
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
+from agenthost.homefiles import open_checked
 from agenthost.hostoptions import HostOptions
 from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
@@ -82,13 +83,20 @@ def spawn_detached(
     return DetachedHost(agent_id, pid, socket_path(home, agent_id), log_file)
 
 
+def open_log(log_file: Path) -> int:
+    """A descriptor appending to ``log_file`` (created 0600), which must be the user's
+    own (:mod:`agenthost.homefiles`: UntrustedFile); OSError if it cannot be opened."""
+    return open_checked(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+
 def start_logged(
     argv: Sequence[str], log_file: Path, *, env: dict[str, str], cwd: str | Path | None
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a session of its own (it outlives the terminal and the caller),
     stdin on /dev/null and its output appended to ``log_file`` (0600), with only its
-    stdio descriptors. Raise OSError if it cannot be started."""
-    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    stdio descriptors. Raise OSError if it cannot be started, UntrustedFile if the log
+    is not the user's own (another user would read what it says)."""
+    fd = open_log(log_file)
     try:
         return subprocess.Popen(
             argv,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agenthost.errors import ConfigError, HostAlreadyRunning
+from agenthost.homefiles import open_checked
 
 _ACQUIRE_ATTEMPTS = 20
 _ACQUIRE_BACKOFF = 0.01  # a probe holds a shared lock for microseconds: retry briefly
@@ -38,10 +39,13 @@ class HostLock:
         return self._fd is not None
 
     def acquire(self) -> None:
-        """Take the lock or raise HostAlreadyRunning (with the holder's pid if known)."""
+        """Take the lock or raise HostAlreadyRunning (with the holder's pid if known);
+        UntrustedFile for a lock file that is not the user's own."""
         for attempt in range(_ACQUIRE_ATTEMPTS):
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                # another user's lock file (planted while the home was open to them) is
+                # refused: whoever holds a descriptor of it decides whether we may run
+                fd = open_checked(self.path, os.O_RDWR | os.O_CREAT)
             except OSError as exc:
                 raise ConfigError(f"cannot open lock file {self.path}: {exc.strerror}") from exc
             try:

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Final
 
 from agenthost.errors import ConfigError
+from agenthost.homefiles import read_checked
 from agenthost.paths import ensure_private_dir
 
 MIN_SECRET: Final = 32
+MAX_SECRET: Final = 4096
 
 
 def _temporary(path: Path, data: bytes) -> Path:
@@ -46,12 +48,17 @@ def write_private(path: Path, data: bytes) -> None:
 
 def load_secret(path: Path) -> bytes:
     """The secret in ``path``, created on first use (64 random hex digits, 0600, its
-    directory 0700). A file too short to be a secret is replaced."""
+    directory 0700). A file too short (or too long) to be a secret is replaced.
+
+    Raise UntrustedFile (a ConfigError) for a file that another user owns or can read
+    or write, or a symbolic link (:mod:`agenthost.homefiles`): whoever knows the secret
+    can forge what it signs."""
     for _ in range(3):
         damaged = False
         try:
-            value = path.read_bytes().strip()
-            if len(value) >= MIN_SECRET:
+            raw, _ = read_checked(path, MAX_SECRET, secret=True)
+            value = raw.strip()
+            if MIN_SECRET <= len(value) <= MAX_SECRET:
                 return value
             damaged = True
         except FileNotFoundError:

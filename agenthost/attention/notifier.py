@@ -9,7 +9,10 @@ queue (a notice a full one refuses is recorded as failed) feeds delivery tasks, 
 tried again after 1 s, 2 s, 4 s... ``retries`` times.
 
 ``config.toml`` is re-read when it changes; an invalid one is logged once and the last
-good configuration goes on being used.
+good configuration goes on being used. One that is refused as untrusted (another user's,
+writable by others: :mod:`agenthost.homefiles`) is never read: no channel of it is
+used, no command of it runs, and each notice due meanwhile is recorded as failed with
+the reason.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from agenthost.attention.channels import Delivery, close_http, deliver, failed
 from agenthost.attention.keys import link_key
 from agenthost.attention.ledger import Ledger, Status
 from agenthost.attention.notices import Notice, Notices, with_links
-from agenthost.config import AgentNotify, Channel, ConfigFile, HomeConfig
+from agenthost.config import CONFIG_NAME, AgentNotify, Channel, ConfigFile, HomeConfig
 from agenthost.errors import AgentHostError
 from agenthost.models import StreamEvent
 
@@ -67,7 +70,8 @@ class Notifier:
     # --- configuration --------------------------------------------------------------
 
     def config(self) -> HomeConfig:
-        """The configuration (the last good one while the file is invalid). A stat of
+        """The configuration (the last good one while the file is invalid, no channel
+        while it is refused: :data:`~agenthost.config.REFUSED_CONFIG`). A stat of
         the file per call: calls come with state, error and result events, not with
         every event (output events are not looked at)."""
         config = self.config_file.get()
@@ -223,6 +227,9 @@ class Notifier:
         setting = config.notify.for_agent(notice.agent_id, notice.project)
         if notice.kind not in setting.events:
             return
+        if self.config_file.refused:
+            self._refused(notice)
+            return
         if config.web.public_url:
             try:
                 key = link_key(self.home)
@@ -252,6 +259,23 @@ class Notifier:
             )
             self._deliveries.add(task)
             task.add_done_callback(self._delivered)
+
+    def _refused(self, notice: Notice) -> None:
+        """A notice due while config.toml is refused (another user's, writable by
+        others): sent nowhere, as the file's channels are never read, and recorded as
+        failed, with why, under the channel name ``config.toml``."""
+        why = failed(f"not sent: {self.config_file.error}")
+        log.error("notify.refused", agent_id=notice.agent_id, kind=notice.kind, why=why.why)
+        ledger = self._open_ledger()
+        if ledger is None:  # the log says so
+            return
+        try:
+            row = ledger.claim(notice.key, notice.agent_id, notice.kind, CONFIG_NAME, notice.title)
+        except AgentHostError as exc:
+            log.error("notify.ledger_failed", error=exc.message)
+            return
+        if row is not None:
+            self._record(row, "failed", 0, why)
 
     def _open_ledger(self) -> Ledger | None:
         if self.ledger is None:

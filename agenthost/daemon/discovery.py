@@ -28,7 +28,8 @@ from pathlib import Path
 
 from agenthost._version import __version__
 from agenthost.client import AsyncClient, open_probe
-from agenthost.errors import AgentHostError, InvalidAgentId, ProtocolError
+from agenthost.errors import AgentHostError, InvalidAgentId, ProtocolError, UntrustedFile
+from agenthost.homefiles import open_checked
 from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import hosts_dir, lock_path, socket_path, validate_agent_id
 from agenthost.protocol import (
@@ -283,12 +284,13 @@ def package_older(theirs: str, ours: str) -> bool:
 def end_from_log(path: Path, limit: int = 256 << 10) -> dict[str, object] | None:
     """What a host's log says about its agent's end in its latest run: ``exit_code``
     and ``signal`` (and ``stop_requested`` when true) of the last ``agent.exited`` line
-    after the last ``host.started``."""
+    after the last ``host.started``. None when it says nothing, or cannot be trusted
+    (another user's, writable by others: it decides whether a stop was asked for)."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_checked(path), "rb") as fh:
             fh.seek(max(0, fh.seek(0, os.SEEK_END) - limit))
             data = fh.read()
-    except OSError:
+    except (OSError, UntrustedFile):
         return None
     for line in reversed(data.splitlines()):
         try:

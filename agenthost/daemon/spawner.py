@@ -50,7 +50,7 @@ from agenthost.errors import AgentHostError, ConfigError, FactoryError, HostAlre
 from agenthost.hostfactory.handle import Factory
 from agenthost.hostfactory.messages import Order
 from agenthost.hostoptions import DEFAULTS, HostOptions
-from agenthost.launch import HostStartError, log_tail, start_logged
+from agenthost.launch import HostStartError, log_tail, open_log, start_logged
 from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
 
@@ -220,6 +220,12 @@ class Spawner:
             raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
         ensure_private_dir(logs_dir(self.home))
         log_file = log_path(self.home, agent_id)
+        # checked here, where the error reaches the caller: a forked host opens it by name
+        # (in logs/, private to us, so nobody can swap it meanwhile)
+        try:
+            os.close(open_log(log_file))
+        except OSError as exc:
+            raise ConfigError(f"cannot open the host's log {log_file}: {exc.strerror}") from exc
         options = host_options(spec, self.home, resume=resume, log_level=self.log_level)
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         # the agent's environment never goes on the host's command line (world-readable)

@@ -25,6 +25,7 @@ from typing import Final
 
 from agenthost.daemon.protocol import ForgetResponse, SpawnSpec
 from agenthost.errors import ConfigError
+from agenthost.launch import open_log
 from agenthost.paths import ensure_private_dir, worktrees_dir
 
 GIT_TIMEOUT: Final = 120.0
@@ -171,7 +172,7 @@ def prepare(home: Path, spec: SpawnSpec, log_file: Path) -> SpawnSpec:
 
 def _setup(command: str, path: Path, log_file: Path) -> None:
     """Run the setup command in the new worktree; its output goes to the agent's log."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(log_file.parent)
     try:
         result = subprocess.run(
             ["/bin/sh", "-c", command],
@@ -186,7 +187,7 @@ def _setup(command: str, path: Path, log_file: Path) -> None:
     except subprocess.TimeoutExpired:
         raise ConfigError(f"the setup command ran over {SETUP_TIMEOUT:g}s: {command}") from None
     output = result.stdout + result.stderr
-    with open(log_file, "a", encoding="utf-8") as fh:
+    with os.fdopen(open_log(log_file), "a", encoding="utf-8") as fh:  # ours only
         fh.write(f"worktree setup: {command}\n{output}")
         fh.write(f"worktree setup: exit status {result.returncode}\n")
     if result.returncode != 0:

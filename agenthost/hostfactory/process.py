@@ -43,6 +43,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Final
 
+from agenthost.homefiles import open_checked
 from agenthost.hostfactory.messages import (
     MAX_MESSAGE,
     Exited,
@@ -298,7 +299,7 @@ def _run_serve(argv: tuple[str, ...]) -> int:
 
 def _redirect_stdio(log: str) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    out = open_checked(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # never another's
     for source, target in ((null, 0), (out, 1), (out, 2)):
         os.dup2(source, target)
     os.close(null)

@@ -138,7 +138,10 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     ``durable=False`` skips the two fsyncs (file, directory): a host crash still leaves
     one whole file, a power loss may leave neither; the caller syncs later."""
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    # a new file, ours and 0600: one left there (a crash, or planted) is never reused,
+    # or its owner and mode would pass to ``path``
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, data)
         if durable:

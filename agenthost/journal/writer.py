@@ -37,6 +37,7 @@ from typing import Final
 import structlog
 
 from agenthost.errors import AgentHostError
+from agenthost.homefiles import open_checked
 from agenthost.journal.segments import (
     INDEX_EVERY,
     META,
@@ -47,6 +48,7 @@ from agenthost.journal.segments import (
     segment_name,
     write_atomic,
 )
+from agenthost.paths import ensure_private_dir
 
 log = structlog.get_logger("agenthost.journal")
 
@@ -118,8 +120,12 @@ class JournalWriter:
     # --- opening ---------------------------------------------------------------------
 
     def open(self) -> Recovery:
-        """Create or recover the journal; return the epoch and the next offset."""
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Create or recover the journal; return the epoch and the next offset.
+
+        Raise ConfigError for a journal directory of another user, UntrustedFile for
+        a segment to continue that is not the user's own: the agent's transcript is
+        never appended where someone else can read or rewrite it."""
+        ensure_private_dir(self.directory)
         meta = read_meta(self.directory)
         segments = list_segments(self.directory)
         recovery = Recovery(epoch="", next_offset=1, new_epoch=meta is None)
@@ -342,7 +348,7 @@ class JournalWriter:
 
 
 def _open_append(path: Path) -> int:
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    return open_checked(path, os.O_WRONLY | os.O_APPEND)
 
 
 def _fsync_path(path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import secrets
 import time
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agenthost.errors import ConfigError
+from agenthost.homefiles import read_checked
 from agenthost.paths import ensure_private_dir
 from agenthost.secretfile import load_secret as load_private_secret
 from agenthost.secretfile import write_private
@@ -30,6 +32,12 @@ from agenthost.web.access import (
 )
 
 STORE_VERSION: Final = 1
+MAX_STORE_BYTES: Final = 4 << 20
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes when the store is replaced, written, chmod-ed or chown-ed."""
+    return (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
 
 
 def web_dir(home: Path) -> Path:
@@ -62,14 +70,16 @@ class TokenRecord:
 class TokenStore:
     """The token file of a home, re-read when it changes (by another process too).
 
-    Raise ConfigError for a file that is not ours to trust (not a JSON store, or
-    readable by others) when it is read.
+    Raise ConfigError for a file that is not ours to trust when it is read: not a JSON
+    store, or (UntrustedFile) owned by another user, readable or writable by others, a
+    symbolic link (:mod:`agenthost.homefiles`).
     """
 
     def __init__(self, home: Path) -> None:
         self.dir = web_dir(home)
         self.path = self.dir / "tokens.json"
         self._stamp: tuple[int, int, int, int] | None = None
+        """The file last read (:func:`_stamp`), None before."""
         self._records: dict[str, TokenRecord] = {}
 
     def exists(self) -> bool:
@@ -133,26 +143,31 @@ class TokenStore:
 
     def _reload(self) -> None:
         try:
-            st = self.path.stat()
+            st = os.lstat(self.path)  # a symbolic link in its place is a change (refused)
         except FileNotFoundError:
             self._stamp, self._records = None, {}
             return
         except OSError as exc:
             raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)
-        if stamp == self._stamp:
+        if _stamp(st) == self._stamp:
             return
-        if st.st_mode & 0o077:
-            raise ConfigError(
-                f"{self.path} is readable by others (mode {st.st_mode & 0o777:o})",
-                hint=f"chmod 600 {self.path}",
-            )
+        # another user's file, or one others can read or write, is refused (UntrustedFile)
+        # every time until fixed: the stamp is kept only for a store that was used
         try:
-            data = json.loads(self.path.read_bytes())
-        except (OSError, ValueError) as exc:
+            raw, st = read_checked(self.path, MAX_STORE_BYTES, secret=True)
+        except FileNotFoundError:
+            self._stamp, self._records = None, {}
+            return
+        except OSError as exc:
+            raise ConfigError(f"cannot read the token store {self.path}: {exc}") from exc
+        if len(raw) > MAX_STORE_BYTES:
+            raise ConfigError(f"the token store {self.path} is larger than {MAX_STORE_BYTES} bytes")
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
             raise ConfigError(f"cannot read the token store {self.path}: {exc}") from exc
         self._records = _parse(data, self.path)
-        self._stamp = stamp
+        self._stamp = _stamp(st)
 
     def _write(self, records: dict[str, TokenRecord]) -> None:
         ensure_private_dir(self.dir)

@@ -137,6 +137,7 @@ def test_a_short_key_file_is_replaced(tmp_path: Path) -> None:
     path = link_key_path(tmp_path)
     path.parent.mkdir(mode=0o700)
     path.write_bytes(b"short\n")
+    path.chmod(0o600)  # ours and private: a damaged key, not a planted one
     key = link_key(tmp_path)
     assert key != b"short" and path.read_bytes().strip() == key
 

@@ -192,7 +192,7 @@ def test_load_refuses_garbage_files(tmp_path: Path, raw: bytes, says: str) -> No
 
 def test_a_directory_in_its_place_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "config.toml").mkdir()
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="config.toml is a directory, not a regular file"):
         load_config(tmp_path)
 
 
@@ -212,3 +212,84 @@ def test_the_file_is_reread_when_it_changes_and_a_bad_edit_keeps_the_last_good(
     assert watched.get().policy.ask_timeout == 120.0 and watched.error is None
     path.unlink()
     assert watched.get() == DEFAULT_CONFIG and watched.error is None
+
+
+def nothing_applies(config: HomeConfig) -> bool:
+    """What a refused config.toml gives: no rule, no "allow for this session", no
+    channel, no links (whatever the file, or an earlier good one, said)."""
+    return (
+        config.policy.rule == []
+        and config.policy.session_grants is False
+        and config.notify.channels == {}
+        and config.web.public_url is None
+    )
+
+
+def test_a_chmod_to_writable_by_others_is_noticed_and_nothing_of_the_file_applies(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[[policy.rule]]\ndecision = "allow"\n[policy]\nask_timeout = "1m"\n')
+    path.chmod(0o600)
+    watched = ConfigFile(tmp_path)
+    assert watched.get().policy.rule[0].decision == "allow" and not watched.refused
+    path.chmod(0o666)  # the same size, mtime and inode: only its ctime changes
+    config = watched.get()
+    assert watched.refused
+    assert watched.error == f"{path} is writable by others (mode 0666): chmod go-w it"
+    assert nothing_applies(config)  # not the last good one
+    path.chmod(0o600)
+    assert watched.get().policy.rule[0].decision == "allow"
+    assert watched.error is None and not watched.refused
+
+
+def test_a_refused_file_then_an_invalid_one_keeps_nothing_of_before(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[[policy.rule]]\ndecision = "allow"\n')
+    watched = ConfigFile(tmp_path)
+    assert watched.get().policy.rule
+    path.chmod(0o620)
+    assert nothing_applies(watched.get()) and watched.refused
+    path.write_text("[policy\n")  # fixed mode, broken text: invalid, not refused
+    path.chmod(0o600)
+    assert nothing_applies(watched.get())
+    assert not watched.refused and watched.error is not None and "not valid TOML" in watched.error
+
+
+def test_a_symlink_put_in_its_place_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text('[[policy.rule]]\ndecision = "allow"\n')
+    watched = ConfigFile(tmp_path)
+    assert watched.get() == DEFAULT_CONFIG
+    (tmp_path / "config.toml").symlink_to(elsewhere)
+    assert nothing_applies(watched.get())
+    assert watched.error is not None and "config.toml is a symbolic link" in watched.error
+    with pytest.raises(ConfigError, match="config.toml is a symbolic link"):
+        load_config(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
+def test_a_file_given_to_another_user_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[[policy.rule]]\ndecision = "allow"\n')
+    watched = ConfigFile(tmp_path)
+    assert watched.get().policy.rule
+    os.chown(path, 65534, 65534)  # mode, size, mtime unchanged
+    assert nothing_applies(watched.get())
+    says = f"{path} is owned by uid 65534, not you (uid 0): remove it or chown it"
+    assert watched.error == says
+    with pytest.raises(ConfigError, match="owned by uid 65534"):
+        load_config(tmp_path)
+
+
+def test_a_refusal_for_the_directory_ends_when_the_directory_is_fixed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[[policy.rule]]\ndecision = "allow"\n')
+    (home / "config.toml").chmod(0o600)
+    home.chmod(0o777)
+    watched = ConfigFile(home)
+    assert nothing_applies(watched.get())
+    assert watched.error == f"{home} is writable by others (mode 0777): chmod go-w it"
+    home.chmod(0o700)  # the file itself is unchanged
+    assert watched.get().policy.rule and watched.error is None

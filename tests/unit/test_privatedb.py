@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def test_the_notice_record_and_the_used_links_are_private(
 
 def test_read_only_never_creates_and_takes_odd_names(tmp_path: Path) -> None:
     odd = tmp_path / "a?b#c.db"
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(FileNotFoundError):
         open_readonly(odd)
     assert not odd.exists()
     open_private(odd).close()
