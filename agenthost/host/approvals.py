@@ -98,7 +98,8 @@ class Approvals:
                 self._reported.add(self.config.error)
                 note = "; the approval policy asks for everything until it is fixed"
                 events.append(ErrorNote(self.config.error + note))
-            decision = Decision("ask", "config.toml is invalid: a person decides")
+            what = "not trusted" if self.config.refused else "invalid"
+            decision = Decision("ask", f"config.toml is {what}: a person decides")
         else:
             self._reported.clear()
             decision = decide(config.policy.rule, subject, self.grants)
@@ -175,6 +176,11 @@ class Approvals:
                 "remembered (deny rules in config.toml are)"
             )
         config = self.config.get()
+        if self.config.refused:
+            raise Forbidden(
+                "allow for this session is off while config.toml is not trusted: "
+                f"{self.config.error}"
+            )
         if not config.policy.session_grants:
             raise Forbidden(
                 "allow for this session is turned off by config.toml "

@@ -151,6 +151,9 @@ def test_a_config_made_writable_by_others_is_no_longer_obeyed(
         # while refused, a person may not make "allow for this session" either
         remembered = conn.request("host.respond", {**answer, "remember": "session"})
         assert remembered["code"] == "forbidden", remembered
+        assert remembered["error"].startswith(
+            "allow for this session is off while config.toml is not trusted: "
+        )
         assert conn.request("host.respond", answer)["success"]
         events_until(conn, is_state("idle"))
         path.chmod(0o600)  # fixed: obeyed again
