@@ -30,7 +30,7 @@ from agenthost.web.gateway import (
     verify,
 )
 from agenthost.web.payloads import HttpError, fields, from_library, json_object, query_int
-from agenthost.web.sse import Watch, agent_stream, start_offset
+from agenthost.web.sse import Watch, agent_stream
 from agenthost.web.tokens import TokenRecord
 
 log = structlog.get_logger("agenthost.web")
@@ -119,10 +119,15 @@ async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response
     except AgentHostError:
         await client.close()
         raise
-    start = start_offset(resume if resume is not None else after, tail)
     watch = Watch(gw.closing, still_allowed(gw, request, "read"))
     return StreamingResponse(
-        agent_stream(client, start, watch, backoff=gw.agents.backoff(key)),
+        agent_stream(
+            client,
+            watch,
+            after=resume if resume is not None else after,
+            tail=tail,
+            backoff=gw.agents.backoff(key),
+        ),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
