@@ -46,6 +46,11 @@ SECURITY_HEADERS: Final = [
         b"frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     ),
 ]
+HSTS: Final = (b"strict-transport-security", b"max-age=31536000")
+"""Sent when browsers reach the gateway over https only (its own TLS, or a TLS proxy's
+``--public-url https://...``): a year of https for this host name. Not
+``includeSubDomains``: the gateway speaks for its own host name, not for the other
+sites of its domain. Browsers ignore it over plain http (RFC 6797, 8.1)."""
 SSE_HEADERS: Final = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -202,12 +207,14 @@ async def _library_error(request: Request, exc: Exception) -> Response:
 
 class Guard:
     """The outer ASGI layer: a Host header that does not name this gateway gets 403
-    (DNS rebinding), every answer gets the security headers, and one log line per
-    request (the path only: never a query string, a header or a body)."""
+    (DNS rebinding), every answer gets the security headers (and HSTS when browsers
+    reach it over https only), and one log line per request (the path only: never a
+    query string, a header or a body)."""
 
     def __init__(self, app: ASGIApp, gw: Gateway) -> None:
         self.app = app
         self.gw = gw
+        self.headers = SECURITY_HEADERS + ([HSTS] if gw.secure_cookies else [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -224,7 +231,7 @@ class Guard:
                 headers = list(message.get("headers", []))
                 have = {name.lower() for name, _ in headers}
                 # a route may set its own (the link pages' Referrer-Policy)
-                headers += [(n, v) for n, v in SECURITY_HEADERS if n not in have]
+                headers += [(n, v) for n, v in self.headers if n not in have]
                 message["headers"] = headers
                 # as the answer starts: a stream's line comes when it opens
                 log.info(

@@ -291,6 +291,37 @@ def test_tls_serves_https_with_a_secure_cookie(
         plain.get("/api/me")
 
 
+HSTS = "max-age=31536000"
+
+
+def test_hsts_is_sent_when_browsers_reach_the_gateway_over_https_only(
+    gateway_factory: GatewayFactory, certificate: tuple[Path, Path], host_factory: HostFactory
+) -> None:
+    cert, key = certificate
+    tls = gateway_factory("--tls-cert", str(cert), "--tls-key", str(key))
+    api = httpx.Client(
+        base_url=tls.url, verify=ssl.create_default_context(cafile=str(cert)), timeout=DEADLINE
+    )
+    tls.clients.append(api)
+    answers = [
+        api.get("/"),  # the page
+        api.get("/api/me", headers={"Authorization": f"Bearer {tls.token}"}),
+        api.get("/api/me"),  # 401
+        api.get("/api/nothing"),  # 404
+        api.get("/api/me", headers={"Host": "evil.example"}),  # 403 bad_host
+    ]
+    for answer in answers:
+        assert answer.headers.get("strict-transport-security") == HSTS, answer.request.url
+    # behind a TLS proxy (--public-url https://...): sent on, for the proxy to pass on
+    proxied = gateway_factory("--public-url", "https://agents.example")
+    answer = proxied.client(headers={"Host": "agents.example"}).get("/api/me")
+    assert answer.headers.get("strict-transport-security") == HSTS
+    # plain http on loopback: never (a browser would ignore it there anyway)
+    plain = gateway_factory()
+    for answer in (plain.client().get("/api/me"), plain.client(None).get("/")):
+        assert "strict-transport-security" not in answer.headers
+
+
 def test_tls_allows_a_non_loopback_listen(
     gateway_factory: GatewayFactory, certificate: tuple[Path, Path]
 ) -> None:
