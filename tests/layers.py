@@ -50,6 +50,7 @@ SANS_IO = (
     "agenthost.remote",
     "agenthost.web.access",
     "agenthost.web.payloads",
+    "agenthost.web.limits",
     "agenthost.web.linkpage",
     "agenthost.config",
     "agenthost.attention.links",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import ssl
 import stat
 import subprocess
@@ -255,22 +254,6 @@ def test_insecure_listen_lets_it_listen_beyond_loopback(gateway_factory: Gateway
     port = gw.url.rstrip("/").rsplit(":", 1)[1]
     api = gw.client(base_url=f"http://127.0.0.1:{port}/")
     assert api.get("/api/me").status_code == 200
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and its key, made by openssl."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=DEADLINE,
-    )  # fmt: skip
-    return cert, key
 
 
 def test_tls_serves_https_with_a_secure_cookie(
