@@ -94,9 +94,27 @@ class GuardedH11Protocol(H11Protocol):
         self.table.closed(self)
         self._set_timer(None)
         self._cancel_stall()
-        if not self.transport.is_closing():
-            log.debug("web.connection_dropped", why=why, client=_peer(self.client))
-            self.transport.abort()
+        log.debug("web.connection_dropped", why=why, client=_peer(self.client))
+        self.transport.abort()
+
+    def _expired(self, why: str) -> None:
+        """A wait's deadline passed: close. An answer still going out (a large one, a
+        slow link) goes on first for as long as its client reads; the connection
+        counts, and may be evicted, until it is gone."""
+        pending = self.transport.get_write_buffer_size()
+        if not pending:
+            self.drop(why)
+            return
+        log.debug("web.connection_closing", why=why, client=_peer(self.client))
+        self.transport.close()
+        self._set_timer(self.loop.call_later(WRITE_SECONDS, self._flushing, pending))
+
+    def _flushing(self, before: int) -> None:
+        pending = self.transport.get_write_buffer_size()
+        if pending >= before:
+            self.drop("unread")  # nothing read for WRITE_SECONDS
+        elif pending:
+            self._set_timer(self.loop.call_later(WRITE_SECONDS, self._flushing, pending))
 
     def _watch(self) -> None:
         """Follow what the connection is waiting for, after each step of h11."""
@@ -115,7 +133,7 @@ class GuardedH11Protocol(H11Protocol):
             return
         self.table.waiting(self)
         seconds = HEAD_SECONDS if phase == "head" else BODY_SECONDS
-        self._set_timer(self.loop.call_later(seconds, self.drop, f"no whole {phase} in time"))
+        self._set_timer(self.loop.call_later(seconds, self._expired, f"no whole {phase} in time"))
 
     def _set_timer(self, timer: asyncio.TimerHandle | None) -> None:
         if self._timer is not None:

@@ -130,6 +130,45 @@ def test_a_request_must_come_whole_within_the_deadline(gateway: Gateway) -> None
     assert "Traceback" not in gw.log()  # a body cut short is a client's doing, not ours
 
 
+MESSAGES = 32
+"""Of 250 kB each: an answer of 8 MB, more than the kernel buffers of a connection
+(up to 4 MiB to send on Linux by default), so that the gateway holds the rest."""
+
+
+@pytest.mark.slow
+def test_a_large_answer_on_a_slow_link_arrives_whole(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    """The deadline of the next request does not cut the answer still going out: a
+    client that reads a large answer slowly, for longer than HEAD_SECONDS, gets it all."""
+    host_factory("big")
+    api = gateway.client()
+    words = "word " * 50_000  # 250 kB a message: the history holds them all (16 MiB)
+    for _ in range(MESSAGES):
+        assert api.post("/api/agents/big/send", json={"input": words}).status_code == 200
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window
+    sock.settimeout(DEADLINE)
+    with sock:
+        sock.connect(address(gateway))
+        sock.sendall(request_head(gateway, "GET", "/api/agents/big/history", gateway.token))
+        status, headers, body = read_answer(sock, body=False)
+        assert status == 200
+        length = int(headers["content-length"])
+        assert length > MESSAGES * len(words)
+        ticks = 0
+        while len(body) < length:  # about a twentieth twice a second: some 10 s
+            ticks += 1
+            wanted = min(length * ticks // 20, length)
+            time.sleep(0.5)  # the slow link's pace, not a synchronisation
+            while len(body) < wanted:
+                chunk = sock.recv(min(65536, wanted - len(body)))
+                assert chunk, f"the answer was cut at {len(body)} of {length} bytes"
+                body += chunk
+    entries = json.loads(body)["entries"]
+    assert sum(e.get("content") == words for e in entries) == MESSAGES
+
+
 def test_under_tls_the_handshake_and_the_head_have_the_deadline_too(
     gateway_factory: GatewayFactory, certificate: tuple[Path, Path]
 ) -> None:
