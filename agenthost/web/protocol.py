@@ -5,7 +5,8 @@ uvicorn closes an idle connection only between two requests (its keep-alive time
 armed when an answer ends), and any byte that arrives cancels that timer: a connection
 that sends nothing at all, or a request one byte at a time, is kept forever. Here every
 connection is *waiting* (for a request head, or a body) or *busy* (its request is in),
-as h11 tells; a wait has a deadline from its start that bytes do not move; the waiting
+as h11 tells; a wait has a deadline from its start that bytes do not move (when it
+passes, an answer still going out finishes first, while its client reads); the waiting
 ones give their place to newcomers when the gateway is full
 (:class:`~agenthost.web.limits.Connections`); and an answer the client does not read
 for :data:`WRITE_SECONDS` ends the connection (else a client that never reads would
