@@ -51,7 +51,9 @@ class Cursor:
     """The decisions of a follow about offsets and epochs (no I/O).
 
     ``after`` is the position to resume after: ``(epoch, offset)``; ``epoch`` "" means
-    "whatever stream the host has"; None is from the oldest retained event.
+    "whatever stream the host has". A position is owed every event after it, offset 0
+    included (nothing read yet: what was evicted is a gap). None is from the oldest
+    retained event, and owes nothing before it.
     """
 
     def __init__(self, after: tuple[str, int] | None = None) -> None:
@@ -62,7 +64,7 @@ class Cursor:
         self.offset = offset
         # whether events missing after `offset` are a gap for the caller (from the
         # oldest retained, nothing before the first event is owed)
-        self.owed = bool(epoch) or offset > 0
+        self.owed = after is not None
 
     @property
     def position(self) -> Position:

@@ -2,7 +2,8 @@
 
 ``.venv/bin/python benchmarks/web_sse.py [--sizes 10,50,200] [--flood 500]`` starts a
 demo agent and ``agenthost web`` in a fresh home, and for each size opens N streams of
-``GET /api/agents/demo/events`` (from the agent's head), makes the agent print
+``GET /api/agents/demo/events`` (from the agent's head; spread over ten read tokens, as
+the gateway caps the streams of one), makes the agent print
 ``--flood`` messages, and waits until every stream has the turn's result. Per size it
 reports the PSS of a fresh gateway with the streams open and after the flood, the CPU
 seconds it spent delivering the flood to them, and that per thousand events
@@ -40,8 +41,11 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-async def deliver(url: str, token: str, size: int, flood: int) -> dict[str, Any]:
-    """Open ``size`` streams, flood the agent, check every stream; the figures."""
+async def deliver(
+    url: str, token: str, viewers: list[str], size: int, flood: int
+) -> dict[str, Any]:
+    """Open ``size`` streams (spread over the ``viewers`` tokens: the gateway caps the
+    streams of one token), flood the agent, check every stream; the figures."""
     headers = {"Authorization": f"Bearer {token}"}
     limits = httpx.Limits(max_connections=size + 10)
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as api:
@@ -49,12 +53,17 @@ async def deliver(url: str, token: str, size: int, flood: int) -> dict[str, Any]
         opened = asyncio.Event()
         count = 0
 
-        async def stream() -> list[int]:
+        async def stream(viewer: str) -> list[int]:
             nonlocal count
             seen: list[int] = []
             async with api.stream(
-                "GET", "/api/agents/demo/events", params={"after": start}
+                "GET",
+                "/api/agents/demo/events",
+                params={"after": start},
+                headers={"Authorization": f"Bearer {viewer}"},
             ) as response:
+                if response.status_code != 200:
+                    raise RuntimeError(f"a stream was refused: {(await response.aread())!r}")
                 count += 1
                 if count == size:
                     opened.set()
@@ -65,7 +74,7 @@ async def deliver(url: str, token: str, size: int, flood: int) -> dict[str, Any]
                         return seen
             raise RuntimeError("a stream ended early")
 
-        readers = [asyncio.create_task(stream()) for _ in range(size)]
+        readers = [asyncio.create_task(stream(viewers[n % len(viewers)])) for n in range(size)]
         await asyncio.wait_for(opened.wait(), 60)
         gateway = psutil.Process(int(os.environ["WEB_SSE_GATEWAY_PID"]))
         pss = gateway.memory_full_info().pss
@@ -89,6 +98,20 @@ async def deliver(url: str, token: str, size: int, flood: int) -> dict[str, Any]
     }
 
 
+VIEWERS = 10
+"""Read tokens the streams are spread over: 200 streams are 20 per token, below the
+gateway's cap per token (docs/web.md, Limits)."""
+
+
+def add_viewer(env: dict[str, str], name: str) -> str:
+    """A new read token of the benchmark's home."""
+    done = subprocess.run(
+        [PY, "-m", "agenthost", "web", "token", "add", name, "--scope", "read"],
+        env=env, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,50,200")
@@ -99,6 +122,7 @@ def main() -> int:
     env = {**os.environ, "AGENTHOST_HOME": str(home), "AGENTHOST_DEMO_PACE": "0"}
     procs: list[subprocess.Popen[bytes]] = []
     token = ""
+    viewers: list[str] = []
     try:
         host = subprocess.Popen(
             [PY, "-m", "agenthost", "serve", "--agent-id", "demo", "--ring-size", "100000"],
@@ -124,7 +148,9 @@ def main() -> int:
                 if host.poll() is not None:
                     raise RuntimeError("the demo host exited")
                 asyncio.run(asyncio.sleep(0.05))  # waiting for the host's socket
-            rows.append(asyncio.run(deliver(url, token, size, args.flood)))
+            if not viewers:
+                viewers = [add_viewer(env, f"bench-{n}") for n in range(VIEWERS)]
+            rows.append(asyncio.run(deliver(url, token, viewers, size, args.flood)))
             web.terminate()  # a fresh gateway per size: its memory is that size's
             web.wait(30)
             web.stdout.close()

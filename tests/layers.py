@@ -51,6 +51,7 @@ SANS_IO = (
     "agenthost.remote",
     "agenthost.web.access",
     "agenthost.web.payloads",
+    "agenthost.web.limits",
     "agenthost.web.linkpage",
     "agenthost.config",
     "agenthost.attention.links",

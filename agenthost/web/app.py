@@ -4,7 +4,7 @@ Events and the static page. :func:`make_app` builds it around a :class:`Gateway`
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound
 from agenthost.web import access, handlers, links
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
@@ -27,10 +28,18 @@ from agenthost.web.gateway import (
     endpoint,
     read_body,
     still_allowed,
+    take_stream,
     verify,
 )
-from agenthost.web.payloads import HttpError, fields, from_library, json_object, query_int
-from agenthost.web.sse import Watch, agent_stream, start_offset
+from agenthost.web.payloads import (
+    AgentKey,
+    HttpError,
+    fields,
+    from_library,
+    json_object,
+    query_int,
+)
+from agenthost.web.sse import Watch, agent_stream
 from agenthost.web.tokens import TokenRecord
 
 log = structlog.get_logger("agenthost.web")
@@ -46,6 +55,11 @@ SECURITY_HEADERS: Final = [
         b"frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     ),
 ]
+HSTS: Final = (b"strict-transport-security", b"max-age=31536000")
+"""Sent when browsers reach the gateway over https only (its own TLS, or a TLS proxy's
+``--public-url https://...``): a year of https for this host name. Not
+``includeSubDomains``: the gateway speaks for its own host name, not for the other
+sites of its domain. Browsers ignore it over plain http (RFC 6797, 8.1)."""
 SSE_HEADERS: Final = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -94,12 +108,26 @@ async def list_agents(gw: Gateway, request: Request, record: TokenRecord) -> Res
     return JSONResponse(await gw.agents.items())
 
 
+class EventStream(StreamingResponse):
+    """An SSE answer that holds a stream's slot (:func:`take_stream`) and gives it
+    back when it ends, however it ends (the browser went away, the gateway stops)."""
+
+    def __init__(self, body: AsyncIterator[bytes], give_back: Callable[[], None]) -> None:
+        super().__init__(body, media_type="text/event-stream", headers=SSE_HEADERS)
+        self.give_back = give_back
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.give_back()
+
+
 async def overview(gw: Gateway, request: Request, record: TokenRecord) -> Response:
     assert gw.overview is not None
+    give_back = take_stream(gw, record)
     watch = Watch(gw.closing, still_allowed(gw, request, "read"))
-    return StreamingResponse(
-        gw.overview.stream(watch), media_type="text/event-stream", headers=SSE_HEADERS
-    )
+    return EventStream(gw.overview.stream(watch), give_back)
 
 
 async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response:
@@ -108,6 +136,27 @@ async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response
     resume = query_int(request.headers.get("last-event-id"), "Last-Event-ID")
     after = query_int(request.query_params.get("after"), "after")
     tail = query_int(request.query_params.get("tail"), "tail")
+    give_back = take_stream(gw, record)  # before the host is asked: a refusal costs nothing
+    try:
+        client = await connect_agent(gw, key)
+    except BaseException:
+        give_back()
+        raise
+    watch = Watch(gw.closing, still_allowed(gw, request, "read"))
+    body = agent_stream(
+        client,
+        watch,
+        after=resume if resume is not None else after,
+        tail=tail,
+        backoff=gw.agents.backoff(key),
+    )
+    return EventStream(body, give_back)
+
+
+async def connect_agent(gw: Gateway, key: AgentKey) -> AsyncClient:
+    """A client of the agent's host, connected if the host answers; HttpError 404 for
+    an agent that does not exist (one that exists waits for its host: it may be
+    restarting)."""
     client = gw.agents.client(key)
     try:
         await client.connect()
@@ -115,17 +164,10 @@ async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response
         await client.close()
         if not await gw.agents.known(key):
             raise await gw.agents.not_found(key, exc) from None
-        # it exists: the stream waits for its host (it may be restarting)
     except AgentHostError:
         await client.close()
         raise
-    start = start_offset(resume if resume is not None else after, tail)
-    watch = Watch(gw.closing, still_allowed(gw, request, "read"))
-    return StreamingResponse(
-        agent_stream(client, start, watch, backoff=gw.agents.backoff(key)),
-        media_type="text/event-stream",
-        headers=SSE_HEADERS,
-    )
+    return client
 
 
 def routes(gw: Gateway) -> list[BaseRoute]:
@@ -177,7 +219,7 @@ async def index(request: Request) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HttpError)
-    return JSONResponse(exc.body(), status_code=exc.status)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
 
 
 async def _starlette_error(request: Request, exc: Exception) -> Response:
@@ -197,12 +239,14 @@ async def _library_error(request: Request, exc: Exception) -> Response:
 
 class Guard:
     """The outer ASGI layer: a Host header that does not name this gateway gets 403
-    (DNS rebinding), every answer gets the security headers, and one log line per
-    request (the path only: never a query string, a header or a body)."""
+    (DNS rebinding), every answer gets the security headers (and HSTS when browsers
+    reach it over https only), and one log line per request (the path only: never a
+    query string, a header or a body)."""
 
     def __init__(self, app: ASGIApp, gw: Gateway) -> None:
         self.app = app
         self.gw = gw
+        self.headers = SECURITY_HEADERS + ([HSTS] if gw.secure_cookies else [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -219,7 +263,7 @@ class Guard:
                 headers = list(message.get("headers", []))
                 have = {name.lower() for name, _ in headers}
                 # a route may set its own (the link pages' Referrer-Policy)
-                headers += [(n, v) for n, v in SECURITY_HEADERS if n not in have]
+                headers += [(n, v) for n, v in self.headers if n not in have]
                 message["headers"] = headers
                 # as the answer starts: a stream's line comes when it opens
                 log.info(

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from agenthost.errors import ConfigError
 from agenthost.web import access
 from agenthost.web.access import COOKIE_NAME
 from agenthost.web.agents import Agents
+from agenthost.web.limits import RETRY_SECONDS, StreamSlots, caps_for
 from agenthost.web.linkledger import LinkLedger, ledger_path
 from agenthost.web.payloads import MAX_BODY, HttpError
 from agenthost.web.sse import Overview
@@ -48,6 +49,9 @@ class Gateway:
     while)."""
     link_key: bytes | None = None
     """The key approval links are checked with (None: every link is refused)."""
+    streams: StreamSlots = field(default_factory=lambda: StreamSlots(caps_for(1024)))
+    """The event streams open, under their caps (``serve`` sizes them to the process's
+    descriptor limit)."""
 
     def __post_init__(self) -> None:
         if self.overview is None:
@@ -147,7 +151,8 @@ def check_origin(gw: Gateway, request: Request) -> None:
 
 
 async def read_body(request: Request) -> bytes:
-    """The request's body, at most MAX_BODY bytes (HttpError 413 beyond)."""
+    """The request's body, at most MAX_BODY bytes (HttpError 413 beyond; 400 when the
+    connection ended first: the client left, or was too slow)."""
     length = request.headers.get("content-length")
     if length is not None and not (
         length.isascii() and length.isdigit() and int(length) <= MAX_BODY
@@ -155,12 +160,47 @@ async def read_body(request: Request) -> bytes:
         raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # nobody reads the answer: it is for the log's line, not a traceback
+        raise HttpError(400, "bad_request", "the connection ended within the body") from None
     return b"".join(chunks)
+
+
+def take_stream(gw: Gateway, record: TokenRecord) -> Callable[[], None]:
+    """A slot for an event stream of ``record``'s token, and the function that gives
+    it back (once, however often called); HttpError 429 when the token has its share
+    of streams open, 503 when the gateway has as many as it serves (both with
+    Retry-After)."""
+    refusal = gw.streams.take(record.token_id)
+    if refusal == "token":
+        raise HttpError(
+            429,
+            "too_many_streams",
+            f"the token {record.name!r} has {gw.streams.caps.streams_per_token} event "
+            "streams open: close one first",
+            retry_after=RETRY_SECONDS,
+        )
+    if refusal == "all":
+        raise HttpError(
+            503,
+            "overloaded",
+            "the gateway has as many event streams open as it serves: try again shortly",
+            retry_after=RETRY_SECONDS,
+        )
+    held = [True]
+
+    def give_back() -> None:
+        if held:
+            held.clear()
+            gw.streams.give_back(record.token_id)
+
+    return give_back
 
 
 Handler = Callable[[Gateway, Request, TokenRecord], Awaitable[Response]]

@@ -32,13 +32,21 @@ MAX_BODY: Final = 256 * 1024
 
 
 class HttpError(Exception):
-    """An error answer: ``status``, a stable ``code`` and a human ``message``."""
+    """An error answer: ``status``, a stable ``code`` and a human ``message``; with
+    ``retry_after`` (seconds), a ``Retry-After`` header."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str] | None:
+        """The headers of the answer besides the JSON's."""
+        return None if self.retry_after is None else {"Retry-After": str(self.retry_after)}
 
     def body(self) -> dict[str, str]:
         """The JSON body of the answer."""

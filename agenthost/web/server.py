@@ -1,18 +1,21 @@
-"""Run a gateway: uvicorn (h11) on uvloop, on a socket bound here so the real port is
-known before anything is printed; SIGTERM and SIGINT end open streams, then the
-server."""
+"""Run a gateway: uvicorn (h11, under the deadlines and caps of
+:mod:`agenthost.web.limits`, sized to the descriptor limit raised at start) on uvloop,
+on a socket bound here so the real port is known before anything is printed; SIGTERM
+and SIGINT end open streams, then the server."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import errno
+import resource
 import signal
 import socket
 import sys
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
@@ -27,6 +30,8 @@ from agenthost.web import access
 from agenthost.web.agents import Agents
 from agenthost.web.app import make_app
 from agenthost.web.gateway import Gateway
+from agenthost.web.limits import HEAD_SECONDS, Caps, Connections, StreamSlots, caps_for
+from agenthost.web.protocol import protocol_class
 from agenthost.web.tokens import TokenStore, load_secret
 
 log = structlog.get_logger("agenthost.web")
@@ -116,13 +121,46 @@ class GatewayServer(uvicorn.Server):
         self.should_exit = True
 
 
-def make_config(app: object, options: Options) -> uvicorn.Config:
-    """uvicorn's configuration: our loop, h11, no websockets, no lifespan, no access
-    log (ours logs paths without query strings), TLS when given."""
+def raise_descriptor_limit() -> int:
+    """Raise the soft limit of open descriptors to the hard one (systemd gives services
+    1024 for the sake of programs that use select(); the gateway does not, and each
+    connection takes one), log both, and return the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    was = soft
+    if soft != hard and hard != resource.RLIM_INFINITY:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:  # e.g. a seccomp filter: go on with what is
+            log.warning("web.descriptors_not_raised", error=str(exc))
+    limit = soft if soft != resource.RLIM_INFINITY else 1 << 20
+    log.info("web.descriptors", soft_was=_limit(was), soft=_limit(soft), hard=_limit(hard))
+    return limit
+
+
+def _limit(value: int) -> int | str:
+    return "unlimited" if value == resource.RLIM_INFINITY else value
+
+
+class GatewayLoop(uvloop.Loop):
+    """uvloop, whose TLS servers give a client :data:`HEAD_SECONDS` for its handshake
+    (uvloop's default is 60 s, and uvicorn does not say): until its handshake is done a
+    connection is not HTTP yet, and no request deadline reaches it."""
+
+    async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.AbstractServer:  # type: ignore[override]
+        if kwargs.get("ssl") is not None:
+            kwargs.setdefault("ssl_handshake_timeout", HEAD_SECONDS)
+        return await super().create_server(*args, **kwargs)
+
+
+def make_config(app: object, options: Options, caps: Caps) -> uvicorn.Config:
+    """uvicorn's configuration: our loop, h11 under the deadlines and the connection
+    cap of ``caps`` (see :mod:`agenthost.web.protocol`), no websockets, no lifespan, no
+    access log (ours logs paths without query strings), TLS when given."""
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         loop="none",
-        http="h11",
+        http=protocol_class(Connections(caps.connections)),
         ws="none",
         lifespan="off",
         access_log=False,
@@ -195,7 +233,15 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
     connections. Raise ConfigError for a listen address or TLS files it cannot use."""
     gw = gateway(options)
     gw.store.records()  # a token store we cannot trust stops us before we listen
-    config = make_config(make_app(gw), options)
+    caps = caps_for(raise_descriptor_limit())
+    log.info(
+        "web.caps",
+        connections=caps.connections,
+        streams=caps.streams,
+        streams_per_token=caps.streams_per_token,
+    )
+    gw.streams = StreamSlots(caps)
+    config = make_config(make_app(gw), options, caps)
     sock = bind(options.host, options.port)
     port = sock.getsockname()[1]
 
@@ -215,7 +261,7 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
         await task
 
     try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        with asyncio.Runner(loop_factory=GatewayLoop) as runner:
             runner.run(main())
     finally:
         sock.close()

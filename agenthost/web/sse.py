@@ -25,20 +25,6 @@ BATCH_BYTES: Final = 64 * 1024
 """Events already received are sent together, up to this many bytes per write."""
 
 
-def start_offset(after: int | None, tail: int | None) -> Callable[[Any], Awaitable[int]]:
-    """Where a stream starts: after offset ``after``, else ``tail`` events before the
-    newest, else from the oldest kept."""
-
-    async def start(client: AsyncClient) -> int:
-        if after is not None:
-            return after
-        if tail is not None:
-            return await from_tail(tail)(client)
-        return 0
-
-    return start
-
-
 class Watch:
     """When an open stream ends, and when it pings: the gateway closes (``closing``),
     its token no longer allows it (``allowed()``, asked at most every
@@ -101,22 +87,29 @@ def _item_bytes(item: Any, follow: Follow) -> bytes:
 
 async def agent_stream(
     client: AsyncClient,
-    start: Callable[[Any], Awaitable[int]],
     watch: Watch,
     *,
+    after: int | None = None,
+    tail: int | None = None,
     backoff: Backoff | None = None,
 ) -> AsyncIterator[bytes]:
     """The SSE body of one agent's stream: each event once, in order, across host
     restarts (the follow reconnects for as long as the browser stays), with a ping
     comment when nothing happened for a while. Ends when ``watch`` says so (the
-    gateway shuts down, the token was revoked). ``backoff``: the pauses between
-    attempts to reach the host again."""
+    gateway shuts down, the token was revoked). Starts after offset ``after`` (a
+    position: events evicted after it, after 0 included, come as a ``truncated``
+    event), else ``tail`` events before the newest, else from the oldest kept.
+    ``backoff``: the pauses between attempts to reach the host again."""
 
     def keep_trying(_lost: Lost) -> bool:
         return not watch.closing.is_set()
 
     follow = Follow(
-        client, None, start=start, keep_trying=keep_trying, backoff=backoff or Backoff(0.05, 2.0)
+        client,
+        None if after is None else ("", after),
+        start=None if after is not None or tail is None else from_tail(tail),
+        keep_trying=keep_trying,
+        backoff=backoff or Backoff(0.05, 2.0),
     )
     closed = asyncio.ensure_future(watch.closing.wait())
     step: asyncio.Future[Any] | None = None

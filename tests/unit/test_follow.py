@@ -84,6 +84,17 @@ def test_an_offset_without_epoch_is_owed_too() -> None:
     assert gap == Gap("e1", 5, 7, "evicted") and str(gap).startswith("event 6 ")
 
 
+def test_a_position_at_zero_is_owed_too() -> None:
+    # "after 0" is a position (nothing read yet, all owed): what was evicted is a gap;
+    # only no position at all (Cursor(None)) is "from the oldest kept", silently
+    for cursor in (Cursor(("", 0)), Cursor(("e1", 0))):
+        _, gap = cursor.attached(response("e1", 1100, oldest=101, truncated=True), 0)
+        assert gap == Gap("e1", 0, 101, "evicted") and str(gap) == (
+            "events 1-100 evicted before they could be read"
+        )
+        assert cursor.position == ("e1", 100)
+
+
 def test_another_epoch_is_followed_from_its_start() -> None:
     cursor = Cursor(("e1", 5))
     assert cursor.other_stream(response("e2", 3), 5)  # attach again, from 0

@@ -6,8 +6,10 @@ the test's ``home`` (start hosts there with ``host_factory``). It is a
 ``gateway.token`` (the admin token printed at first start), ``gateway.origin``,
 ``gateway.client()`` (httpx with the admin Bearer token; ``client(None)`` without),
 ``gateway.add_token(name, *scopes)``, ``gateway.log()`` (its stderr), ``gateway.stop()``.
-``gateway_factory(*args, env=...)`` starts more (e.g. with ``--tls-cert``). Both end at
-teardown. Browser tests log in with ``gateway.token`` on ``gateway.url``.
+``gateway_factory(*args, env=..., nofile=...)`` starts more (e.g. with ``--tls-cert``,
+or under a limit of open descriptors). Both end at teardown. ``certificate``: a
+self-signed certificate for 127.0.0.1 and its key (for ``--tls-cert``). Browser tests
+log in with ``gateway.token`` on ``gateway.url``.
 
 The page is served with a Content-Security-Policy of ``default-src 'self'`` (styles may
 be inline, scripts may not).
@@ -15,15 +17,16 @@ be inline, scripts may not).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from browser import checked_page, chromium
-from hosttools import HostProc
+from hosttools import DEADLINE, HostProc
 from webtools import Gateway, GatewayFactory, start_gateway
 
 if TYPE_CHECKING:
@@ -40,7 +43,7 @@ def gateway_factory(home: Path) -> Iterator[GatewayFactory]:
     """Start gateways on ``home``: ``gateway_factory(*args, env=None)``."""
     started: list[Gateway] = []
 
-    def factory(*args: str, env: dict[str, str] | None = None, **kw: str) -> Gateway:
+    def factory(*args: str, env: dict[str, str] | None = None, **kw: Any) -> Gateway:
         gw = start_gateway(home, *args, env=env, **kw)
         started.append(gw)
         return gw
@@ -58,6 +61,22 @@ def gateway_factory(home: Path) -> Iterator[GatewayFactory]:
 def gateway(gateway_factory: GatewayFactory) -> Gateway:
     """One gateway on the test's home (see the module docstring)."""
     return gateway_factory()
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, made by openssl."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=DEADLINE,
+    )  # fmt: skip
+    return cert, key
 
 
 @pytest.fixture(scope="module")

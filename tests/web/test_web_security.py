@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import ssl
 import stat
 import subprocess
@@ -257,22 +256,6 @@ def test_insecure_listen_lets_it_listen_beyond_loopback(gateway_factory: Gateway
     assert api.get("/api/me").status_code == 200
 
 
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and its key, made by openssl."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=DEADLINE,
-    )  # fmt: skip
-    return cert, key
-
-
 def test_tls_serves_https_with_a_secure_cookie(
     gateway_factory: GatewayFactory, certificate: tuple[Path, Path]
 ) -> None:
@@ -289,6 +272,37 @@ def test_tls_serves_https_with_a_secure_cookie(
     gw.clients.append(plain)
     with pytest.raises(httpx.HTTPError):
         plain.get("/api/me")
+
+
+HSTS = "max-age=31536000"
+
+
+def test_hsts_is_sent_when_browsers_reach_the_gateway_over_https_only(
+    gateway_factory: GatewayFactory, certificate: tuple[Path, Path], host_factory: HostFactory
+) -> None:
+    cert, key = certificate
+    tls = gateway_factory("--tls-cert", str(cert), "--tls-key", str(key))
+    api = httpx.Client(
+        base_url=tls.url, verify=ssl.create_default_context(cafile=str(cert)), timeout=DEADLINE
+    )
+    tls.clients.append(api)
+    answers = [
+        api.get("/"),  # the page
+        api.get("/api/me", headers={"Authorization": f"Bearer {tls.token}"}),
+        api.get("/api/me"),  # 401
+        api.get("/api/nothing"),  # 404
+        api.get("/api/me", headers={"Host": "evil.example"}),  # 403 bad_host
+    ]
+    for answer in answers:
+        assert answer.headers.get("strict-transport-security") == HSTS, answer.request.url
+    # behind a TLS proxy (--public-url https://...): sent on, for the proxy to pass on
+    proxied = gateway_factory("--public-url", "https://agents.example")
+    answer = proxied.client(headers={"Host": "agents.example"}).get("/api/me")
+    assert answer.headers.get("strict-transport-security") == HSTS
+    # plain http on loopback: never (a browser would ignore it there anyway)
+    plain = gateway_factory()
+    for answer in (plain.client().get("/api/me"), plain.client(None).get("/")):
+        assert "strict-transport-security" not in answer.headers
 
 
 def test_tls_allows_a_non_loopback_listen(

@@ -18,7 +18,7 @@ import pytest
 
 from agenthost.client import AsyncClient
 from agenthost.web.payloads import PING
-from agenthost.web.sse import Watch, agent_stream, start_offset
+from agenthost.web.sse import Watch, agent_stream
 
 from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for, wait_until
 from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, take, until
@@ -119,6 +119,31 @@ def test_truncated_says_which_events_are_gone(gateway: Gateway, host_factory: Ho
     assert offsets(events_after(api, "e3", 1)) == [last - 3]
 
 
+KEPT = 1000
+"""Events a host keeps in its ring by default (``--ring-size``)."""
+CHATTY = lines_agent(
+    "import sys\nfor n in range(1100):\n    print(f'line {n}', flush=True)\nsys.stdin.read()\n"
+)
+
+
+def test_after_zero_is_a_position_and_reports_what_the_ring_evicted(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host = host_factory("z1", "--agent", "lines", "--no-journal", command=CHATTY)
+    api = gateway.client()
+    wait_for(lambda: head(host) > KEPT, what="more events than the ring keeps")
+    with stream(api, "z1") as events:
+        got = until(events, lambda e: e.event == "message" and e.json().get("data") == "line 1099")
+    # no position given (from the oldest kept): nothing was owed, no notice
+    assert got[0].event == "message" and int(got[0].id or 0) > 1
+    for ask in ({"params": {"after": 0}}, {"headers": {"Last-Event-ID": "0"}}):
+        first, second = events_after(api, "z1", 2, **ask)
+        assert first.event == "truncated", (ask, first)
+        gap = first.json()
+        assert (gap["reason"], gap["after"]) == ("evicted", 0), gap
+        assert second.event == "message" and gap["before"] == int(second.id or 0) > 1
+
+
 def end_run(host: HostProc, api: httpx.Client, agent: str) -> None:
     say(api, agent, "exit")
     host.wait_exit()
@@ -188,7 +213,7 @@ async def test_a_quiet_stream_pings_and_ends_when_the_gateway_closes(
     client = AsyncClient("p1", home=home)
     allowed = [True]
     watch = Watch(closing, lambda: allowed[0], ping_seconds=0.01, check_seconds=0.01)
-    body = agent_stream(client, start_offset(HEAD, None), watch)
+    body = agent_stream(client, watch, after=HEAD)
     assert await asyncio.wait_for(anext(body), DEADLINE) == PING
     closing.set()
     rest = [chunk async for chunk in body]
@@ -197,7 +222,7 @@ async def test_a_quiet_stream_pings_and_ends_when_the_gateway_closes(
     # a stream whose token no longer allows it ends as well
     closing = asyncio.Event()
     watch = Watch(closing, lambda: allowed[0], ping_seconds=0.01, check_seconds=0.01)
-    body = agent_stream(AsyncClient("p1", home=home), start_offset(HEAD, None), watch)
+    body = agent_stream(AsyncClient("p1", home=home), watch, after=HEAD)
     assert await asyncio.wait_for(anext(body), DEADLINE) == PING
     allowed[0] = False
     assert len([chunk async for chunk in body]) <= 1
@@ -256,6 +281,8 @@ def opened(gateway: Gateway) -> int:
 
 CLIENTS = 200
 FLOOD = 300
+PER_TOKEN = 20
+"""Streams per token here: below the gateway's cap per token (docs/web.md, Limits)."""
 
 
 @pytest.mark.slow
@@ -266,17 +293,19 @@ async def test_200_streams_on_one_agent_under_a_flood_miss_nothing(
     host = host_factory("fl")
     start = head(host)
     headers = {"Authorization": f"Bearer {gateway.token}"}
+    viewers = [gateway.add_token(f"viewer-{n}", "read") for n in range(CLIENTS // PER_TOKEN)]
     limits = httpx.Limits(max_connections=CLIENTS + 10)
     async with httpx.AsyncClient(
         base_url=gateway.url, headers=headers, timeout=DEADLINE, limits=limits
     ) as api:
         opened = 0
 
-        async def follow() -> list[int]:
+        async def follow(token: str) -> list[int]:
             nonlocal opened
             seen: list[int] = []
             path = "/api/agents/fl/events"
-            async with api.stream("GET", path, params={"after": start}) as response:
+            mine = {"Authorization": f"Bearer {token}"}
+            async with api.stream("GET", path, params={"after": start}, headers=mine) as response:
                 assert response.status_code == 200
                 opened += 1
                 async for line in response.aiter_lines():
@@ -286,7 +315,7 @@ async def test_200_streams_on_one_agent_under_a_flood_miss_nothing(
                         return seen
             raise AssertionError(f"the stream ended after {seen[-3:]}")
 
-        readers = [asyncio.create_task(follow()) for _ in range(CLIENTS)]
+        readers = [asyncio.create_task(follow(viewers[n % len(viewers)])) for n in range(CLIENTS)]
         await wait_until(lambda: opened == CLIENTS, "every stream open")
         sent = await api.post("/api/agents/fl/send", json={"input": f"/flood {FLOOD}"})
         assert sent.status_code == 200

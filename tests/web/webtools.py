@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from hosttools import DEADLINE, PY, HostProc
 
@@ -106,7 +108,8 @@ class Gateway:
 
 
 GatewayFactory = Callable[..., Gateway]
-"""The ``gateway_factory`` fixture: ``gateway_factory(*args, env=None, listen=...)``."""
+"""The ``gateway_factory`` fixture: ``gateway_factory(*args, env=None, listen=...,
+nofile=None)``."""
 
 
 def start_gateway(
@@ -114,12 +117,21 @@ def start_gateway(
     *args: str,
     env: dict[str, str] | None = None,
     listen: str = "127.0.0.1:0",
+    nofile: int | None = None,
 ) -> Gateway:
-    """Start ``agenthost web`` on ``home`` and wait for its listening line."""
+    """Start ``agenthost web`` on ``home`` and wait for its listening line. ``nofile``:
+    its soft and hard limit of open descriptors (set by ``prlimit``, so the gateway
+    cannot raise it; the test is skipped without prlimit)."""
     log = home / f"web-{time.monotonic_ns()}.log"
+    prefix: list[str] = []
+    if nofile is not None:
+        prlimit = shutil.which("prlimit")
+        if prlimit is None:
+            pytest.skip("prlimit (util-linux) is not installed")
+        prefix = [prlimit, f"--nofile={nofile}:{nofile}", "--"]
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [PY, "-m", "agenthost", "web", "--listen", listen, "--home", str(home), *args],
+            [*prefix, PY, "-m", "agenthost", "web", "--listen", listen, "--home", str(home), *args],
             stdout=subprocess.PIPE,
             stderr=err,
             env={**os.environ, **(env or {})},
