@@ -59,7 +59,6 @@ class Agent:
     """The agent's working directory: relative paths are resolved against it."""
 
 
-
 class Approvals:
     """The policy, the session grants and the ask timers of one host."""
 
