@@ -71,6 +71,14 @@ class Demo:
         self.counter = 0
         self.cost = 0.0
         self.interrupted = threading.Event()
+        # An interrupt stops the running turn or, when none runs yet, the turn of the
+        # message queued next (the host already counts that one as running): it is not
+        # lost when it comes between a message and the start of its turn.
+        self._turns = threading.Lock()
+        self._received = 0  # user messages queued by the reader
+        self._started = 0  # turns the main thread started
+        self._running = False
+        self._interrupted_turn = 0  # the number of the turn the last interrupt stops
         self._out = threading.Lock()
         self._answers: dict[str, dict[str, Any]] = {}
         self._answered = threading.Condition()
@@ -83,6 +91,32 @@ class Demo:
     def wait(self, factor: float = 1.0) -> None:
         if self.pace > 0 and self.interrupted.wait(self.pace * factor):
             raise Interrupted
+
+    def queued(self) -> None:
+        """A user message was queued for a turn (from the reader thread)."""
+        with self._turns:
+            self._received += 1
+
+    def interrupt(self) -> None:
+        """Stop the running turn, or the next one if a message waits for it (from the
+        reader thread); with nothing running or waiting it stops nothing."""
+        with self._turns:
+            if self._running:
+                self._interrupted_turn = self._started
+            else:
+                self._interrupted_turn = min(self._received, self._started + 1)
+            self.interrupted.set()
+
+    def _start_turn(self) -> None:
+        with self._turns:
+            self._started += 1
+            self._running = True
+            if self._interrupted_turn != self._started:
+                self.interrupted.clear()
+
+    def _end_turn(self) -> None:
+        with self._turns:
+            self._running = False
 
     def deliver(self, request_id: str, answer: dict[str, Any]) -> None:
         """The answer to one of our control requests (from the reader thread)."""
@@ -211,8 +245,14 @@ class Demo:
     # --- turns -------------------------------------------------------------------
 
     def turn(self, text: str, message_uuid: str | None = None) -> None:
+        self._start_turn()
+        try:
+            self._turn(text, message_uuid)
+        finally:
+            self._end_turn()
+
+    def _turn(self, text: str, message_uuid: str | None) -> None:
         started = time.monotonic()
-        self.interrupted.clear()
         self.message_uuid = message_uuid
         self.init()
         if self.replay and message_uuid is not None:
@@ -513,7 +553,7 @@ def read_stdin(demo: Demo, inbox: queue.Queue[tuple[str, str, str | None]]) -> N
         if kind == "control_request":
             request = _dict(obj.get("request"))
             if request.get("subtype") == "interrupt":
-                demo.interrupted.set()
+                demo.interrupt()
             demo.emit(
                 {
                     "type": "control_response",
@@ -530,6 +570,7 @@ def read_stdin(demo: Demo, inbox: queue.Queue[tuple[str, str, str | None]]) -> N
                 demo.deliver(response["request_id"], response)
         elif (text := message_text(obj)) is not None:
             message_uuid = obj.get("uuid")
+            demo.queued()
             inbox.put(("user", text, message_uuid if isinstance(message_uuid, str) else None))
         else:
             print(f"Error: unsupported message type {kind!r}", file=sys.stderr, flush=True)
