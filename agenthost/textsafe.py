@@ -109,9 +109,6 @@ def is_safe(text: str, keep: str = "") -> bool:
     return _patterns(keep)[1].search(text) is None
 
 
-_JSON_UNSAFE: Final = _patterns(LINES)[1]
-
-
 def _json_code(match: re.Match[str]) -> str:
     code = ord(match.group())
     if code <= 0xFFFF:
@@ -125,7 +122,7 @@ def escape_json(document: str) -> str:
     escape (JSON's own notation): the same document once parsed, but safe on a
     terminal. (``json.dumps`` escapes the C0 controls but, with ``ensure_ascii=False``,
     leaves DEL, C1 and bidi controls raw; newline and tab, JSON's whitespace, stay.)"""
-    return _JSON_UNSAFE.sub(_json_code, document)
+    return _patterns(LINES)[1].sub(_json_code, document)
 
 
 __all__ = ["LINES", "UNSAFE", "escape", "escape_json", "is_safe"]
