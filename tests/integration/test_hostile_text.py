@@ -13,7 +13,6 @@ agent text is shown"; unit tests of the escaping itself are in tests/unit/test_t
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -25,13 +24,10 @@ from test_terminal import Tmux
 
 import hostiletext as hostile
 from conftest import HostFactory
-from hosttools import PY, HostProc, attached, cli, events_until, is_state, lines_agent
+from hosttools import PY, HostProc, attached, cli, events_until, lines_agent
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-FIXTURE = FIXTURES / "hostile_agent.py"
-ACP_AGENT = FIXTURES / "acp_agent.py"
-ARGV_TEXT = hostile.LINE.replace("\x00", "")
-"""The hostile line without its NUL, which no command line can hold (for --task)."""
+ACP_AGENT = Path(__file__).resolve().parents[1] / "fixtures" / "acp_agent.py"
+ARGV_TEXT = hostile.NO_NUL
 SHOWN_COMMAND = hostile.COMMAND.replace("\x1b", "\\x1b")
 """The approved command as it must show: whole, its one control (ESC) escaped."""
 
@@ -40,23 +36,7 @@ SHOWN_COMMAND = hostile.COMMAND.replace("\x1b", "\\x1b")
 def evil(host_factory: HostFactory, tmp_path: Path) -> HostProc:
     """A host whose agent has printed everything hostile and waits on its permission
     request (a task and a description given with the same text)."""
-    claude = tmp_path / "claude"  # what the claude adapter runs: the fixture agent
-    claude.write_text(f'#!/bin/sh\nexec {shlex.quote(PY)} {shlex.quote(str(FIXTURE))} "$@"\n')
-    claude.chmod(0o755)
-    host = host_factory(
-        "evil",
-        "--agent",
-        "claude",
-        "--task",
-        ARGV_TEXT,
-        "--description",
-        ARGV_TEXT,
-        env={"AGENTHOST_CLAUDE_BIN": str(claude)},
-    )
-    with attached(host) as conn:
-        assert conn.request("host.send", {"input": "/hostile"})["success"]
-        events_until(conn, is_state("waiting"))
-    return host
+    return hostile.start_hostile_host(host_factory, tmp_path)
 
 
 def run(host: HostProc, *args: str) -> subprocess.CompletedProcess[str]:
