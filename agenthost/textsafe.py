@@ -1,12 +1,14 @@
-"""Agent text made safe to show: on a terminal, in JSON, and which characters need it.
+"""Agent text made safe to show: on a terminal, in JSON, in HTML, and which characters
+need it.
 
 An agent prints what it likes, and a terminal acts on some of it: ESC and C1 controls
 start sequences that erase lines, move the cursor, set the window title, write the
 clipboard (OSC 52) or plant links (OSC 8); CR, backspace and DEL overwrite what was
 shown; bidi controls (U+202E...) make text read in another order than it runs.
-Everything agenthost shows of an agent goes through :func:`escape` (the CLI's text) or
-:func:`escape_json` (its JSON); the web page has the same set of characters in
-``static/dom.js``. Sans-IO: strings in, strings out.
+Everything agenthost shows of an agent goes through :func:`escape` (the CLI's text),
+:func:`escape_json` (its JSON) or :func:`escape_html` (the approval links' pages); the
+web page has the same set of characters in ``static/dom.js``. Sans-IO: strings in,
+strings out.
 
 Unsafe: the control characters (Unicode category Cc: C0, DEL, C1), the format
 characters (Cf: bidi controls and marks, zero-width and invisible characters, language
@@ -26,6 +28,7 @@ expression shows as written.
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Final
 
@@ -125,4 +128,28 @@ def escape_json(document: str) -> str:
     return _patterns(LINES)[1].sub(_json_code, document)
 
 
-__all__ = ["LINES", "UNSAFE", "escape", "escape_json", "is_safe"]
+def _marker(char: str) -> str:
+    return f"⟨U+{ord(char):04X}⟩"
+
+
+def markers(text: str) -> str:
+    """``text`` with each unsafe character but newline and tab shown as a marker,
+    ``⟨U+202E⟩``: the web's notation, for a browser (a page's title), not a terminal."""
+    return _patterns(LINES)[1].sub(lambda match: _marker(match.group()), text)
+
+
+def escape_html(text: str) -> str:
+    """``text`` as HTML (``html.escape``), each unsafe character but newline and tab a
+    marker in a span of class ``ctl``, ``<span class='ctl'>⟨U+202E⟩</span>``, as the
+    page's ``visible()`` (static/dom.js) draws it: what hides in a command, or turns it
+    around, shows where it is."""
+    parts, last = [], 0
+    for match in _patterns(LINES)[1].finditer(text):
+        parts.append(html.escape(text[last : match.start()]))
+        parts.append(f"<span class='ctl'>{_marker(match.group())}</span>")
+        last = match.end()
+    parts.append(html.escape(text[last:]))
+    return "".join(parts)
+
+
+__all__ = ["LINES", "UNSAFE", "escape", "escape_html", "escape_json", "is_safe", "markers"]

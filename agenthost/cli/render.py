@@ -8,7 +8,6 @@ that takes a model returns text a terminal may be sent as it is. :func:`fit` and
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -61,7 +60,7 @@ class Style:
 def fit(text: str, width: int | None) -> str:
     """``text`` (escaped already) on one line, cut to ``width`` terminal columns (wide
     characters count two) with an ellipsis; unchanged when ``width`` is None (not a
-    terminal). Never for what a person is asked to approve (:func:`approval_text`)."""
+    terminal). Never for what a person is asked to approve (its approval_text())."""
     if "\n" in text or "\t" in text or "\r" in text:
         text = " ".join(text.split())
     if width is None or wcswidth(text) <= width:
@@ -123,27 +122,13 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
     return style.green("● ") + style.bold(name) + style.dim(f"({summary})")
 
 
-def approval_text(request: PermissionRequest) -> str:
-    """What a person is asked to approve, whole: the command of the tool's input (an
-    argument list quoted as a shell would read it), else the host's summary of the
-    input. (The summary, ``tool_input``, is cut to a few hundred characters and put on
-    one line; the input is what the agent will run.)"""
-    for key in ("command", "cmd"):
-        value = request.input.get(key)
-        if isinstance(value, str) and value:
-            return value
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return shlex.join(value)
-    return request.tool_input
-
-
 def render_request(
     request: PermissionRequest, agent_id: str, style: Style, *, interactive: bool
 ) -> str:
     """A permission request: the tool, and the command it asks to run, whole (lines
     after the first indented), and how to answer."""
     tool = escape(request.tool_name)
-    command = escape(approval_text(request), LINES).replace("\n", "\n    ")
+    command = escape(request.approval_text(), LINES).replace("\n", "\n    ")
     head = style.yellow(f"? {tool} wants to run: ") + style.bold(command)
     if interactive:
         return head + style.dim(

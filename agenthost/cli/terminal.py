@@ -25,7 +25,7 @@ from typing import Any
 from wcwidth import wcswidth
 
 from agenthost.cli.common import Exit
-from agenthost.cli.render import Style, approval_text
+from agenthost.cli.render import Style
 from agenthost.cli.session import AttachSession
 from agenthost.errors import AgentHostError
 from agenthost.textsafe import escape
@@ -125,7 +125,7 @@ class Terminal:
             return s.yellow(f"{word} ") + "› "
         if session.pending:
             request = next(iter(session.pending.values()))
-            command = approval_text(request)
+            command = request.approval_text()
             what = escape(f"{request.tool_name}({command})")
             if "\n" in command or wcswidth(what) > QUESTION_ROOM:
                 what = escape(f"{request.tool_name} {request.request_id} (shown above)")

@@ -18,7 +18,7 @@ from agenthost.cli.common import (
     remotes_option,
     use_color,
 )
-from agenthost.cli.render import Style, approval_text, render_entry, render_status, table
+from agenthost.cli.render import Style, render_entry, render_status, table
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
 
@@ -307,7 +307,7 @@ def pending(agent_id: str, home: Path | None, remote: Remote | None, as_json: bo
         for row, r in zip(rows, requests, strict=True):
             row.append(" ".join(f"{o.id}({o.kind})" for o in r.options or []))
     for row, r in zip(rows, requests, strict=True):
-        row.append(approval_text(r))
+        row.append(r.approval_text())
     click.echo(table(headers, rows))
 
 

@@ -452,11 +452,10 @@ def test_a_permission_request_shows_its_command_whole_on_any_terminal() -> None:
     ],
 )
 def test_approval_text(fields: dict[str, Any], shown: str) -> None:
-    from agenthost.cli.render import approval_text
     from agenthost.protocol import PermissionRequest
 
     request = PermissionRequest(request_id="r", tool_name="T", created_at=T0, **fields)
-    assert approval_text(request) == shown
+    assert request.approval_text() == shown
 
 
 def test_status_shows_agent_and_host_text_escaped() -> None:

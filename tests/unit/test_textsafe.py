@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from wcwidth import wcswidth
 
-from agenthost.textsafe import FORMAT, LINES, escape, escape_json, is_safe
+from agenthost.textsafe import FORMAT, LINES, escape, escape_html, escape_json, is_safe, markers
 
 BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
 MARKS = ["\u200e", "\u200f", "\u061c"]
@@ -163,3 +163,21 @@ def test_any_json_keeps_its_data(value: object) -> None:
     safe = escape_json(document)
     assert json.loads(safe) == value
     assert is_safe(safe, LINES)
+
+
+# --- HTML: the web's markers ------------------------------------------------------------
+
+
+def test_html_shows_each_unsafe_character_as_a_marker() -> None:
+    text = "<b>rm</b> -rf ~ #\u202etxt.exe\n\tx\x1b\U000e0041 👩\u200d💻 &"
+    assert escape_html(text) == (
+        "&lt;b&gt;rm&lt;/b&gt; -rf ~ #<span class='ctl'>⟨U+202E⟩</span>txt.exe\n\tx"
+        "<span class='ctl'>⟨U+001B⟩</span><span class='ctl'>⟨U+E0041⟩</span> 👩\u200d💻 &amp;"
+    )
+    assert markers("Allow Ba\u202esh?") == "Allow Ba⟨U+202E⟩sh?"  # (a page's title)
+
+
+@given(TEXT)
+def test_html_holds_nothing_unsafe(text: str) -> None:
+    assert is_safe(escape_html(text), LINES) and is_safe(markers(text), LINES)
+    assert "<" not in escape_html(text).replace("<span class='ctl'>", "").replace("</span>", "")

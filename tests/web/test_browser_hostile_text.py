@@ -3,7 +3,7 @@ command, a tool call, a decision line, and the rest of what the agent says (answ
 results, errors, output) show each invisible or text-reversing character (bidi
 controls, ESC...) as a marker, ``⟨U+202E⟩``, in a span of class ``ctl``; the command to
 approve is the whole one, not the host's summary. The user's own messages stay as
-typed.
+typed. The same holds on the page of an approval link.
 
 Against a real host whose agent printed it all (tests/fixtures/hostile_agent.py), and
 against a stream the test writes (Playwright's routing), in Chromium, under the page's
@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from test_browser_garbage import event, fulfil, sse
+
+from agenthost.attention.keys import link_key
+from agenthost.attention.links import new_link, sign
 
 import hostiletext as hostile
 from browser import log_in, open_agent
@@ -105,3 +109,22 @@ def test_a_card_and_a_decision_line_show_bidi_controls_as_markers(
     expect(page.locator('[data-offset="7"] .text')).to_have_text("mine\u202e")
     # nothing of the agent's text turns the page's own words around
     assert "\u202e" not in (card.text_content() or "") + (line.text_content() or "")
+
+
+def test_an_approval_links_page_shows_the_whole_command_and_what_hides_in_it(
+    page: Page, gateway: Gateway, host_factory: Callable[..., HostProc], tmp_path: Path, home: Path
+) -> None:
+    """The page a notice's Approve link opens, on a phone: what one tap approves."""
+    hostile.start_hostile_host(host_factory, tmp_path)
+    (request,) = gateway.client().get("/api/agents/evil/pending").json()["requests"]
+    link = new_link(
+        "evil", request["request_id"], request["created_at"], "allow", now=time.time(), ttl=600
+    )
+    page.goto(f"{gateway.url}l/{sign(link, link_key(home))}")
+    expect(page.locator("h1 strong")).to_have_text("Bash")
+    command = page.locator("dd code")
+    expect(command).to_have_text(hostile.COMMAND.replace("\x1b", ESC))  # whole
+    expect(command.locator(".ctl")).to_have_count(2)
+    expect(command.locator(".ctl").first).to_be_visible()
+    html = page.content()
+    assert hostile.raw_controls(html) == [], "a control character reached the page raw"
