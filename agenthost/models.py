@@ -187,6 +187,21 @@ class PermissionRequest(OpenModel):
     """(1.2) The answers the agent offers, when it names them (ACP agents); a
     ``host.respond`` may pick one by ``option_id``."""
 
+    def approval_text(self) -> str:
+        """What a person is asked to approve, whole: the command of the tool's input (an
+        argument list quoted as a shell reads it), else the summary ``tool_input``.
+        (The summary is cut to a few hundred characters and put on one line; the
+        input is what the agent will run. The page's conversation.js has the same.)"""
+        import shlex
+
+        for key in ("command", "cmd"):
+            value = self.input.get(key)
+            if isinstance(value, str) and value:
+                return value
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                return shlex.join(value)
+        return self.tool_input
+
 
 class PermissionDecision(OpenModel):
     """How a permission request ended: ``allow``, ``deny`` or ``cancelled``."""

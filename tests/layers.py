@@ -61,6 +61,7 @@ SANS_IO = (
     "agenthost.governance",
     "agenthost.governance.budget",
     "agenthost.governance.usagelimits",
+    "agenthost.textsafe",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

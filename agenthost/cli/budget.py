@@ -19,6 +19,7 @@ from agenthost.cli.common import (
     remote_option,
 )
 from agenthost.remote import Remote
+from agenthost.textsafe import escape
 
 
 @click.command()
@@ -68,7 +69,7 @@ def budget(
     click.echo(f"usd:    {limit_usd} (spent ${result.spent_usd:.4f})")
     click.echo(f"tokens: {limit_tokens} (used {result.spent_tokens})")
     if result.exceeded:
-        click.echo(f"over budget: {result.exceeded}; sends are refused", err=True)
+        click.echo(f"over budget: {escape(result.exceeded)}; sends are refused", err=True)
 
 
 @click.command()
@@ -94,4 +95,5 @@ def resume(agent_id: str, home: Path | None, remote: Remote | None, as_json: boo
     elif result.resumed:
         click.echo(f"resumed {agent_id}: it was told what was interrupted")
     else:
-        click.echo(f"{agent_id} is not paused (state {result.state}): nothing to resume", err=True)
+        state = escape(result.state)
+        click.echo(f"{agent_id} is not paused (state {state}): nothing to resume", err=True)

@@ -291,8 +291,13 @@ def json_option(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def print_json(obj: Any) -> None:
-    """One JSON document on stdout."""
-    click.echo(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
+    """One JSON document on stdout: readable (non-ASCII text as it is), but with the
+    characters a terminal acts on or that reorder text (C1 and bidi controls, which
+    ``json.dumps`` leaves raw) written as ``\\uXXXX`` escapes: the same data for a
+    parser, nothing for a terminal (see :mod:`agenthost.textsafe`)."""
+    from agenthost.textsafe import escape_json
+
+    click.echo(escape_json(json.dumps(obj, indent=2, default=str, ensure_ascii=False)))
 
 
 def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoReturn:
@@ -319,9 +324,12 @@ def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoR
             body["hint"] = hint
         print_json(body)
     else:
-        click.echo(f"agenthost: error: {exc.message}", err=True)
+        from agenthost.textsafe import LINES, escape
+
+        # a host's or a remote's words may quote an agent's (e.g. its answer options)
+        click.echo(f"agenthost: error: {escape(exc.message, LINES)}", err=True)
         if hint:
-            click.echo(f"agenthost: hint: {hint}", err=True)
+            click.echo(f"agenthost: hint: {escape(hint, LINES)}", err=True)
     sys.exit(int(code))
 
 

@@ -84,38 +84,49 @@ def export(
 
 
 def _export(reader: Any, fmt: str, agent_id: str, out: IO[str]) -> None:
+    # what the agent said is escaped in every format (it may be read with cat): the
+    # JSON ones keep their data (agenthost.textsafe.escape_json), the transcript shows
+    # controls as \x1b, \u202e
+    from agenthost.textsafe import escape_json
+
     if fmt == "md":
         out.write(f"# Conversation of agent `{agent_id}`\n\n")
     for record in reader.iter_records():
         if fmt == "events":
-            out.write(record.decode("utf-8", "replace"))
+            out.write(escape_json(record.decode("utf-8", "replace")))
             continue
         if b'"type":"chat_entry"' not in record[:80]:
             continue
         event = json.loads(record)
         entry = {**event["chat_entry"], "offset": event["offset"]}
         if fmt == "jsonl":
-            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            out.write(escape_json(json.dumps(entry, ensure_ascii=False)) + "\n")
         else:
             out.write(_markdown(entry))
 
 
 def _markdown(entry: dict[str, Any]) -> str:
-    when = str(entry.get("timestamp", ""))[:19].replace("T", " ")
+    from agenthost.textsafe import LINES, escape
+
+    def text(key: str, default: str = "", keep: str = LINES) -> str:
+        value = entry.get(key, default)
+        return escape(value if isinstance(value, str) else json.dumps(value), keep)
+
+    when = text("timestamp")[:19].replace("T", " ")
     role = entry.get("role")
     if role == "user":
-        return f"## User · {when}\n\n{entry.get('content', '')}\n\n"
+        return f"## User · {when}\n\n{text('content')}\n\n"
     if role == "assistant":
-        return f"**Assistant** · {when}\n\n{entry.get('content', '')}\n\n"
+        return f"**Assistant** · {when}\n\n{text('content')}\n\n"
     if role == "permission":
-        what = f" `{entry.get('tool_input')}`" if entry.get("tool_input") else ""
-        tool = entry.get("tool_name", "tool")
-        return f"> **Permission** {tool}{what}: {entry.get('content', '')}\n\n"
+        what = f" `{text('tool_input', keep='')}`" if entry.get("tool_input") else ""
+        tool = text("tool_name", "tool", "")
+        return f"> **Permission** {tool}{what}: {text('content', keep='')}\n\n"
     if "tool_result" in entry:
         mark = " (error)" if entry.get("is_error") else ""
         fence = "~~~~"
-        return f"{fence}text\n{entry.get('tool_result', '')}\n{fence}\n*result{mark}*\n\n"
-    return f"- **{entry.get('tool_name', 'tool')}** `{entry.get('tool_input', '')}`\n\n"
+        return f"{fence}text\n{text('tool_result')}\n{fence}\n*result{mark}*\n\n"
+    return f"- **{text('tool_name', 'tool', '')}** `{text('tool_input', keep='')}`\n\n"
 
 
 @click.command()

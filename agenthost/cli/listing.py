@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agenthost.cli.render import fit, uptime_of
+from agenthost.cli.render import uptime_of
 from agenthost.inventory import json_items, only_daemon_known
 
 if TYPE_CHECKING:
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 TASK_WIDTH = 32
 """Columns a task title gets in the table before it is cut with an ellipsis."""
+CUT = {"task": TASK_WIDTH}
+"""The columns :func:`agenthost.cli.render.table` cuts (rows hold whole raw text)."""
 
 BASE_HEADERS = ("agent", "state", "backend", "project", "task", "pid", "uptime", "cost")
 DAEMON_HEADERS = ("daemon", "restarts")
@@ -40,7 +42,7 @@ def _host_row(host: DiscoveredHost) -> list[str]:
         a.state,
         a.backend or "",
         a.project,
-        fit(a.task or "", TASK_WIDTH),
+        a.task or "",
         str(a.pid or "-"),
         uptime_of(a),
         cost_text(a.cost_usd),
@@ -60,7 +62,7 @@ def _record_row(record: DaemonAgent) -> list[str]:
         state,
         spec.agent if spec else "",
         spec.project if spec else "",
-        fit((spec.task or "") if spec else "", TASK_WIDTH),
+        (spec.task or "") if spec else "",
         "-",
         "",
         "-",
@@ -146,4 +148,4 @@ def _read(model: Any, data: Any) -> Any:
         return None
 
 
-__all__ = ["cost_text", "json_items", "machine_rows", "table_rows"]
+__all__ = ["CUT", "cost_text", "json_items", "machine_rows", "table_rows"]

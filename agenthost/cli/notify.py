@@ -105,7 +105,11 @@ def log_command(agent_id: str | None, limit: int, home: Path | None, as_json: bo
     if not entries:
         click.echo("no notices recorded" + (f" for {agent_id}" if agent_id else ""))
         return
+    from agenthost.textsafe import escape
+
     for e in entries:
         how = e.status + (f" after {e.attempts} attempts" if e.attempts > 1 else "")
         why = f": {e.why}" if e.why and e.status != "sent" else ""
-        click.echo(f"{rfc3339(e.time)}  {e.agent}  {e.kind}  {e.channel}  {how}{why}  {e.title}")
+        # a notice's title quotes the agent (the command it asks to run)
+        line = f"{e.agent}  {e.kind}  {e.channel}  {how}{why}  {e.title}"
+        click.echo(f"{rfc3339(e.time)}  {escape(line)}")

@@ -1,15 +1,29 @@
-"""Human-readable rendering of events, history and status. Pure functions of data."""
+"""Human-readable rendering of events, history and status. Pure functions of data.
+
+What an agent said (and any text from a host) is escaped here, with
+:func:`agenthost.textsafe.escape`, before our own styling is put around it: a function
+that takes a model returns text a terminal may be sent as it is. :func:`fit` and
+:func:`fold` lay out text that is escaped already; :func:`table` escapes its cells.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import click
 from wcwidth import wcswidth, wcwidth
 
-from agenthost.protocol import AgentInfo, Budget, HistoryEntry, StatusResponse, StreamEvent
+from agenthost.protocol import (
+    AgentInfo,
+    Budget,
+    HistoryEntry,
+    PermissionRequest,
+    StatusResponse,
+    StreamEvent,
+)
+from agenthost.textsafe import LINES, escape
 from agenthost.timefmt import go_duration, short_duration
 
 RESULT_LINES = 3
@@ -44,8 +58,9 @@ class Style:
 
 
 def fit(text: str, width: int | None) -> str:
-    """``text`` on one line, cut to ``width`` terminal columns (wide characters count
-    two) with an ellipsis; unchanged when ``width`` is None (not a terminal)."""
+    """``text`` (escaped already) on one line, cut to ``width`` terminal columns (wide
+    characters count two) with an ellipsis; unchanged when ``width`` is None (not a
+    terminal). Never for what a person is asked to approve (its approval_text())."""
     if "\n" in text or "\t" in text or "\r" in text:
         text = " ".join(text.split())
     if width is None or wcswidth(text) <= width:
@@ -63,8 +78,8 @@ def fit(text: str, width: int | None) -> str:
 def fold(
     text: str, lines: int = RESULT_LINES, indent: str = "    ", width: int | None = None
 ) -> str:
-    """The first ``lines`` lines of ``text`` (each fitted to the terminal), and how many
-    more there are."""
+    """The first ``lines`` lines of ``text`` (escaped already; each fitted to the
+    terminal), and how many more there are."""
     parts = text.rstrip("\n").split("\n")
     room = None if width is None else max(8, width - len(indent))
     shown = [fit(line, room) for line in parts[:lines]]
@@ -79,9 +94,9 @@ def fold(
 def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) -> str:
     """One chat entry as a person reads it: a tool call is one line, a result a few."""
     if entry.role == "user":
-        return style.cyan("› ") + style.bold(entry.content or "")
+        return style.cyan("› ") + style.bold(escape(entry.content or "", LINES))
     if entry.role == "assistant":
-        text = entry.content or ""
+        text = escape(entry.content or "", LINES)
         extra = entry.model_extra or {}
         if entry.is_error:  # a failed turn: the error, as the agent reported it
             return style.red("✗ " + text)
@@ -93,18 +108,34 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
         return style.dim(text + " (interrupted)") if aborted else text
     if entry.role == "permission":  # the record of a decision, beside the tool call
         allowed = (entry.model_extra or {}).get("decision", {}).get("behavior") == "allow"
-        text = f"  ⚖ {entry.tool_name or 'tool'}: {entry.content or ''}"
-        return style.green(text) if allowed else style.yellow(text)
+        text = escape(f"{entry.tool_name or 'tool'}: {entry.content or ''}")
+        return style.green(f"  ⚖ {text}") if allowed else style.yellow(f"  ⚖ {text}")
     if entry.role == "governance":  # (1.4) a budget crossed or changed, a pause, a resume
-        return style.yellow(f"  ⚑ {entry.content or ''}")
+        return style.yellow(f"  ⚑ {escape(entry.content or '')}")
     if entry.tool_result is not None:
-        text = fold(entry.tool_result or "(no output)", width=width)
+        text = fold(escape(entry.tool_result or "(no output)", LINES), width=width)
         mark = "  ⎿ "
         return style.red(mark + text) if entry.is_error else style.dim(mark + text)
-    name = entry.tool_name or "tool"
+    name = escape(entry.tool_name or "tool")
     room = None if width is None else max(8, width - wcswidth(name) - 4)
-    summary = fit(entry.tool_input or "", room)
+    summary = fit(escape(entry.tool_input or "", LINES), room)
     return style.green("● ") + style.bold(name) + style.dim(f"({summary})")
+
+
+def render_request(
+    request: PermissionRequest, agent_id: str, style: Style, *, interactive: bool
+) -> str:
+    """A permission request: the tool, and the command it asks to run, whole (lines
+    after the first indented), and how to answer."""
+    tool = escape(request.tool_name)
+    command = escape(request.approval_text(), LINES).replace("\n", "\n    ")
+    head = style.yellow(f"? {tool} wants to run: ") + style.bold(command)
+    if interactive:
+        return head + style.dim(
+            "\n  answer below: y (allow), n [reason] (deny) or a (allow for this session)"
+        )
+    answer = escape(f"agenthost respond {agent_id} {request.request_id} allow|deny")
+    return head + style.dim(f"\n  answer: {answer}")
 
 
 def render_result(result: dict[str, object], style: Style) -> str:
@@ -147,11 +178,12 @@ def render_error(event: StreamEvent, style: Style) -> str:
     status = (event.model_extra or {}).get("http_status")
     if isinstance(status, int) and str(status) not in text:
         text += f" (HTTP {status})"
-    return style.red(f"! {text}")
+    return style.red(f"! {escape(text, LINES)}")
 
 
 def render_end(agent: AgentInfo) -> str:
-    """The agent has exited: how, and its final state."""
+    """The agent has exited: how, and its final state (not escaped: a line for
+    :meth:`agenthost.cli.session.AttachSession.note`, which escapes)."""
     if agent.signal:
         how = f"was killed by {agent.signal}"
     elif agent.exit_code is not None:
@@ -206,7 +238,7 @@ class EventRenderer:
     def _render(self, event: StreamEvent) -> str | None:
         s = self.style
         if event.type == "output":
-            data = event.data or ""
+            data = escape(event.data or "", LINES)
             if event.stream == "stderr":
                 return s.dim("stderr│ ") + data
             if self.structured and not self.raw:
@@ -217,9 +249,9 @@ class EventRenderer:
                 return render_entry(event.chat_entry, s, self.width)
             # an entry of a shape this client does not know (a host of 1.0 as first
             # published): the decoder put its JSON in ``data``; show it, not nothing
-            return s.dim("entry│ ") + event.data if event.data else None
+            return s.dim("entry│ ") + escape(event.data) if event.data else None
         if event.type == "state":
-            state = event.state or "?"
+            state = escape(event.state or "?")
             if state == "error":
                 return s.red(f"· {state}")
             return s.dim(f"· {state}")
@@ -228,23 +260,14 @@ class EventRenderer:
         if event.type == "result" and event.result is not None:
             return render_result(event.result, s)
         if event.type == "permission_request" and event.request is not None:
-            r = event.request
-            room = None if self.width is None else max(8, self.width - len(r.tool_name) - 15)
-            head = s.yellow(f"? {r.tool_name} wants to run: ") + s.bold(fit(r.tool_input, room))
-            if self.interactive:
-                return head + s.dim(
-                    "\n  answer below: y (allow), n [reason] (deny) or a (allow for this session)"
-                )
-            return head + s.dim(
-                f"\n  answer: agenthost respond {event.agent_id} {r.request_id} allow|deny"
-            )
+            return render_request(event.request, event.agent_id, s, interactive=self.interactive)
         if event.type == "permission_response" and event.decision is not None:
             d = event.decision
             if d.actor is not None:
                 return None  # a 1.3 host records it as a `permission` entry next: shown once
             words = {"allow": "allowed", "deny": "denied", "cancelled": "withdrawn"}
             text = f"· {words.get(d.behavior, d.behavior)}"
-            return s.dim(text + (f": {d.message}" if d.message else ""))
+            return s.dim(escape(text + (f": {d.message}" if d.message else "")))
         return None  # an event type this version does not know
 
 
@@ -258,35 +281,37 @@ def render_status(status: StatusResponse, style: Style) -> str:
     """``agenthost status`` as aligned key: value lines."""
     a, h = status.agent, status.host
     rows: list[tuple[str, str]] = [
-        ("agent", a.id),
+        ("agent", escape(a.id)),
         ("state", _state(a.state, style)),
-        ("backend", a.backend or ""),
+        ("backend", escape(a.backend or "")),
         ("pid", str(a.pid) if a.pid else "-"),
-        ("project", a.project or "-"),
-        ("task", a.task or "-"),
-        ("description", a.description or "-"),
-        ("worktree", a.worktree),
+        ("project", escape(a.project or "-")),
+        ("task", escape(a.task or "-")),
+        ("description", escape(a.description or "-")),
+        ("worktree", escape(a.worktree)),
         ("started", _local(a.started_at)),
         ("uptime", uptime_of(a)),
     ]
     if a.exit_code is not None:
-        rows.append(("exit code", f"{a.exit_code}" + (f" ({a.signal})" if a.signal else "")))
+        signal = f" ({escape(a.signal)})" if a.signal else ""
+        rows.append(("exit code", f"{a.exit_code}{signal}"))
     for key in ("session_id", "model", "turns"):
         value = getattr(a, key)
         if value is not None:
-            rows.append((key.replace("_", " "), str(value)))
+            rows.append((key.replace("_", " "), escape(str(value))))
     if a.cost_usd is not None:
         rows.append(("cost", f"${a.cost_usd:.4f}"))
     if a.budget is not None:  # (1.4)
         rows.append(("budget", _budget(a.budget, style)))
     if a.paused_until is not None:  # (1.4)
-        rows.append(("paused until", f"{_local(a.paused_until)}: {a.paused_reason or ''}"))
+        reason = escape(a.paused_reason or "")
+        rows.append(("paused until", f"{_local(a.paused_until)}: {reason}"))
     if a.last_error:
-        rows.append(("last error", style.red(a.last_error)))
+        rows.append(("last error", style.red(escape(a.last_error))))
     rows += [
         ("host pid", str(h.pid)),
-        ("host version", f"{h.version} (protocol {h.protocol_version})"),
-        ("socket", h.socket_path),
+        ("host version", escape(f"{h.version} (protocol {h.protocol_version})")),
+        ("socket", escape(h.socket_path)),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k + ':':<{width + 1}} {v}" for k, v in rows)
@@ -297,10 +322,11 @@ def _budget(budget: Budget, style: Style) -> str:
     limits.append(f"{budget.tokens} tokens" if budget.tokens is not None else None)
     text = ", ".join(x for x in limits if x) or "no limit"
     text += f" (spent ${budget.spent_usd:.4f}, {budget.spent_tokens} tokens)"
-    return style.red(f"{text}: {budget.exceeded}") if budget.exceeded else text
+    return style.red(f"{text}: {escape(budget.exceeded)}") if budget.exceeded else text
 
 
 def _state(state: str, style: Style) -> str:
+    state = escape(state)
     if state == "error":
         return style.red(state)
     if state in ("running", "waiting", "paused"):
@@ -314,20 +340,33 @@ def _local(value: datetime) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain aligned text table."""
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], cut: Mapping[str, int] | None = None
+) -> str:
+    """A plain aligned text table of ``rows`` of raw text (an agent's included): each
+    cell escaped, a newline in a cell going on on the next line in its column. The
+    cells of the columns of ``cut`` (header: width) are put on one line and cut to that
+    width."""
+    limits = [(cut or {}).get(h) for h in headers]
 
-    def width(cell: str) -> int:
-        return max(wcswidth(cell), len(cell))  # wcswidth is -1 for control characters
+    def lines_of(cell: str, limit: int | None) -> list[str]:
+        text = escape(cell, "\n")
+        return [fit(text, limit)] if limit is not None else text.split("\n")
 
-    def pad(cell: str, w: int) -> str:
-        return cell + " " * (w - width(cell))
+    def width(line: str) -> int:
+        return max(wcswidth(line), len(line))  # (wcswidth is -1 for what it cannot tell)
 
+    def pad(line: str, w: int) -> str:
+        return line + " " * (w - width(line))
+
+    grid = [[lines_of(c, n) for c, n in zip(row, limits, strict=True)] for row in rows]
     widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], width(cell))
+    for cells in grid:
+        for i, cell in enumerate(cells):
+            widths[i] = max(widths[i], *map(width, cell))
     lines = ["  ".join(pad(h.upper(), w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(pad(c, w) for c, w in zip(row, widths, strict=True)).rstrip())
+    for cells in grid:
+        for n in range(max(len(cell) for cell in cells)):
+            line = [cell[n] if n < len(cell) else "" for cell in cells]
+            lines.append("  ".join(map(pad, line, widths)).rstrip())
     return "\n".join(lines)

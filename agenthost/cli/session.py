@@ -27,7 +27,7 @@ import click
 
 from agenthost.agents import structured_output
 from agenthost.cli.common import Exit
-from agenthost.cli.render import EventRenderer, Style, fit, render_end
+from agenthost.cli.render import EventRenderer, Style, fit, render_end, render_request
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound, NotConnected
 from agenthost.follow import (
@@ -47,6 +47,7 @@ from agenthost.protocol import (
     StatusResponse,
     StreamEvent,
 )
+from agenthost.textsafe import escape
 
 if TYPE_CHECKING:
     from agenthost.daemon.protocol import DaemonAgent
@@ -102,6 +103,7 @@ class AttachSession:
         self.state = "?"
         self.backend: str | None = None  # the agent's kind, as its host last said
         self.pending: dict[str, PermissionRequest] = {}
+        self._shown: set[str] = set()  # the permission requests printed (their ids)
         self.on_change: Callable[[], None] = lambda: None  # the prompt redraws
         self._renderer: EventRenderer | None = None
         self._restart: AgentInfo | None = None  # the end of a run the daemon restarts
@@ -112,8 +114,9 @@ class AttachSession:
     # --- output ---------------------------------------------------------------------
 
     def note(self, text: str, *, alarm: bool = False) -> None:
-        """A line about the session itself (on stderr, never in --json output)."""
-        line = fit(f"── {text}", self.width)
+        """A line about the session itself (on stderr, never in --json output); ``text``
+        may quote an agent or a host: it is escaped here."""
+        line = fit(f"── {escape(text)}", self.width)
         line = self.style.red(line) if alarm else self.style.dim(line)
         if self._note is not None:
             self._note(line)
@@ -130,6 +133,22 @@ class AttachSession:
         text = self._renderer.render(event)
         if text is not None:
             print(text, file=out, flush=True)
+            if event.type == "permission_request" and event.request is not None:
+                self._shown.add(event.request.request_id)
+
+    def show_pending(self) -> None:
+        """Print the pending permission requests this session has not shown (asked
+        before the replay's start or ``--since``, or while it was away): whoever is
+        asked to answer one sees it whole above the question."""
+        if self.as_json or self._renderer is None:
+            return
+        for request in self.pending.values():
+            if request.request_id not in self._shown:
+                self._shown.add(request.request_id)
+                text = render_request(
+                    request, self.agent_id, self.style, interactive=self.interactive
+                )
+                print(text, file=self._out or sys.stdout, flush=True)
 
     @property
     def interrupt_signals(self) -> bool:
@@ -197,6 +216,7 @@ class AttachSession:
         self._restart = None  # a host answers: a restart we waited for happened
         self._head = response.stream_offset
         if self.last_offset >= self._head:
+            self.show_pending()
             if not self.follow:
                 self._finish(Exit.OK)
             elif self.state in FINAL_STATES and (end := await self._end(client)) is not None:
@@ -208,6 +228,8 @@ class AttachSession:
         if self.start.since is None or event.timestamp >= self.start.since:
             self.show(event)
         head = self._head
+        if event.offset >= head:  # at the head of the replay, or live
+            self.show_pending()
         if not self.follow:
             return Exit.OK if event.offset >= head else None
         # A final state counts only where it is the latest: at the head of the replay

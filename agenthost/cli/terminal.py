@@ -22,16 +22,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from wcwidth import wcswidth
+
 from agenthost.cli.common import Exit
-from agenthost.cli.render import Style, fit
+from agenthost.cli.render import Style
 from agenthost.cli.session import AttachSession
 from agenthost.errors import AgentHostError
+from agenthost.textsafe import escape
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _DETACH = object()
 CONFIRM_WINDOW = 2.0  # seconds within which a second Ctrl-C confirms a SIGINT
 RUNNING = ("running", "waiting")  # states with something to interrupt
 _ANSWERS = frozenset({"y", "yes", "n", "no", "a", "always"})  # to a permission question
+QUESTION_ROOM = 50
+"""Columns a tool and its command may take in the prompt's question; a longer command
+(or one of several lines) is named by its request id: the session showed it above,
+whole (a command to approve is never cut)."""
 
 
 class Terminal:
@@ -118,7 +125,10 @@ class Terminal:
             return s.yellow(f"{word} ") + "› "
         if session.pending:
             request = next(iter(session.pending.values()))
-            what = fit(f"{request.tool_name}({request.tool_input})", 50)
+            command = request.approval_text()
+            what = escape(f"{request.tool_name}({command})")
+            if "\n" in command or wcswidth(what) > QUESTION_ROOM:
+                what = escape(f"{request.tool_name} {request.request_id} (shown above)")
             return s.yellow(f"allow {what}? [y/n/a(lways)] ")
         if session.state == "running":
             elapsed = time.monotonic() - self._since
@@ -150,7 +160,7 @@ class Terminal:
             else:
                 await client.send(text)
         except AgentHostError as exc:
-            session.note(f"cannot send: {exc}", alarm=True)
+            session.note(f"cannot send: {exc}", alarm=True)  # (note() escapes)
 
     def interrupt_now(self) -> bool:
         """Whether this Ctrl-C interrupts now. Where the interrupt is a SIGINT to the

@@ -20,6 +20,7 @@ from agenthost.cli.common import (
 )
 from agenthost.cli.render import Style, render_entry, render_status, table
 from agenthost.remote import Remote
+from agenthost.textsafe import escape
 
 
 def _style() -> Style:
@@ -49,7 +50,7 @@ def list_(
     """List the agents: the hosts found in the hosts directory (probed in parallel) and
     what the daemon knows (lost agents, restarts), when there is one. With --remote,
     the agents of those machines instead (each runs `agenthost list` there)."""
-    from agenthost.cli.listing import table_rows
+    from agenthost.cli.listing import CUT, table_rows
     from agenthost.client import run_blocking
     from agenthost.inventory import gather
     from agenthost.paths import resolve_home
@@ -64,7 +65,7 @@ def list_(
     if not found.hosts and not found.known:
         click.echo("no agents", err=True)
         return
-    click.echo(table(*table_rows(found.hosts, found.known)))
+    click.echo(table(*table_rows(found.hosts, found.known), cut=CUT))
     if found.source == "registry":
         click.echo("(no daemon answers: the DAEMON column is what it last recorded)", err=True)
 
@@ -78,7 +79,7 @@ def _list_remotes(
 ) -> None:
     import asyncio
 
-    from agenthost.cli.listing import machine_rows
+    from agenthost.cli.listing import CUT, machine_rows
     from agenthost.client import run_blocking
     from agenthost.inventory import REMOTE_LIST_TIMEOUT, gather_remote
 
@@ -99,7 +100,8 @@ def _list_remotes(
     if not any(answers):
         click.echo("no agents", err=True)
         return
-    click.echo(table(*machine_rows([(str(r), a) for r, a in zip(remotes, answers, strict=True)])))
+    machines = [(str(r), a) for r, a in zip(remotes, answers, strict=True)]
+    click.echo(table(*machine_rows(machines), cut=CUT))
 
 
 @click.command()
@@ -137,10 +139,8 @@ def ping(agent_id: str, home: Path | None, remote: Remote | None, as_json: bool)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
-        click.echo(
-            f"{agent_id}: host {result.version}, protocol {result.protocol_version}, "
-            f"up {result.uptime}"
-        )
+        said = f"host {result.version}, protocol {result.protocol_version}, up {result.uptime}"
+        click.echo(f"{agent_id}: {escape(said)}")
 
 
 @click.command()
@@ -241,10 +241,8 @@ def stop(
         how = f"was ended by {result.signal}"
     else:
         how = f"exited with code {result.exit_code}"
-    click.echo(
-        f"stopped {agent_id}: the agent {how}; the stop took {result.duration} "
-        f"(final state {result.final_state})"
-    )
+    said = f"the agent {how}; the stop took {result.duration} (final state {result.final_state})"
+    click.echo(f"stopped {agent_id}: {escape(said)}")
 
 
 @click.command()
@@ -300,12 +298,16 @@ def pending(agent_id: str, home: Path | None, remote: Remote | None, as_json: bo
     if not requests:
         click.echo("no pending requests", err=True)
         return
-    rows = [[r.request_id, r.tool_name, r.tool_input] for r in requests]
+    # the command last and whole: it is what a person approves (it wraps, and a
+    # command of several lines goes on in its column)
     headers = ["request", "tool", "input"]
+    rows = [[r.request_id, r.tool_name] for r in requests]
     if any(r.options for r in requests):  # an ACP agent's own answers: respond --option
-        headers.append("options")
+        headers.insert(2, "options")
         for row, r in zip(rows, requests, strict=True):
             row.append(" ".join(f"{o.id}({o.kind})" for o in r.options or []))
+    for row, r in zip(rows, requests, strict=True):
+        row.append(r.approval_text())
     click.echo(table(headers, rows))
 
 
@@ -385,4 +387,4 @@ def respond(
     else:
         done = "allowed" if result.behavior == "allow" else "denied"
         rest = " (and the same for the rest of the session)" if for_session else ""
-        click.echo(f"{done} {result.request_id} for {agent_id}{rest}")
+        click.echo(f"{done} {escape(result.request_id)} for {agent_id}{rest}")

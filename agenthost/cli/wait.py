@@ -20,6 +20,7 @@ from agenthost.cli.common import (
 )
 from agenthost.protocol import AgentState
 from agenthost.remote import Remote
+from agenthost.textsafe import escape
 
 STATES = [s.value for s in AgentState if s is not AgentState.STARTING]
 
@@ -66,7 +67,7 @@ def wait(
     if as_json:
         print_json({"ok": code is Exit.OK, "agent_id": agent_id, "state": state})
     else:
-        click.echo(f"{agent_id}: {state}")
+        click.echo(f"{agent_id}: {escape(state)}")
     sys.exit(int(code))
 
 

@@ -2,7 +2,9 @@
 strings out; :mod:`agenthost.web.links` serves them.
 
 The pages need no script: the one button is a form that POSTs to the page's own
-address. Everything that comes from an agent is escaped.
+address. Everything that comes from an agent is escaped, and what hides in it or turns
+it around (a bidi control, ESC) is a visible marker, ``⟨U+202E⟩``
+(:func:`agenthost.textsafe.escape_html`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import time
 from dataclasses import dataclass
 from html import escape
 from typing import Final
+
+from agenthost.textsafe import escape_html, markers
 
 _STYLE: Final = """
 :root { color-scheme: light dark; --ok: #1a7f37; --danger: #c62828; --muted: #6b7280; }
@@ -21,6 +25,10 @@ dl { display: grid; grid-template-columns: max-content 1fr; gap: 0.3rem 0.8rem; 
 dt { color: var(--muted); }
 dd { margin: 0; overflow-wrap: anywhere; }
 code { white-space: pre-wrap; overflow-wrap: anywhere; }
+code, strong, dd { unicode-bidi: isolate; }
+.ctl { border: 1px solid var(--danger); border-radius: 4px; color: var(--danger);
+  padding: 0 3px; margin: 0 1px; font: 600 0.8em ui-monospace, monospace;
+  unicode-bidi: isolate; direction: ltr; }
 button { width: 100%; min-height: 48px; font-size: 1.1rem; font-weight: 600;
   border: none; border-radius: 8px; color: #fff; cursor: pointer; }
 button.allow { background: var(--ok); }
@@ -49,7 +57,7 @@ def _page(title: str, *body: str) -> str:
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         "<meta name='robots' content='noindex'>"
-        f"<title>{escape(title)} - agenthost</title><link rel='icon' href='data:,'>"
+        f"<title>{escape(markers(title))} - agenthost</title><link rel='icon' href='data:,'>"
         f"<style>{_STYLE}</style></head><body>" + "".join(body) + "</body></html>\n"
     )
 
@@ -64,9 +72,12 @@ def _until(expires: int, now: float) -> str:
 def _facts(asked: Asked) -> str:
     rows = [
         ("Agent", escape(asked.agent_id)),
-        ("Tool", escape(asked.tool_name)),
-        ("Input", f"<code>{escape(asked.tool_input)}</code>" if asked.tool_input else "(none)"),
-        ("Request", escape(asked.request_id)),
+        ("Tool", escape_html(asked.tool_name)),
+        (
+            "Input",
+            f"<code>{escape_html(asked.tool_input)}</code>" if asked.tool_input else "(none)",
+        ),
+        ("Request", escape_html(asked.request_id)),
     ]
     return "<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
@@ -76,7 +87,7 @@ def confirm_page(asked: Asked, now: float) -> str:
     verb = _VERB.get(asked.decision, asked.decision)
     return _page(
         f"{verb} {asked.tool_name}?",
-        f"<h1>{escape(verb)} <strong>{escape(asked.tool_name)}</strong>?</h1>",
+        f"<h1>{escape(verb)} <strong>{escape_html(asked.tool_name)}</strong>?</h1>",
         _facts(asked),
         f"<p>Decision: <strong id='decision'>{escape(verb.lower())}</strong>. "
         f"The link works once, until {escape(_until(asked.expires, now))}.</p>",
@@ -115,6 +126,6 @@ def refused_page(why: str, message: str, asked: Asked | None = None) -> str:
     return _page(
         heading,
         f"<h1>{escape(heading)}</h1>",
-        f"<p id='why' data-why='{escape(why)}'>{escape(message)}</p>",
+        f"<p id='why' data-why='{escape(why)}'>{escape_html(message)}</p>",
         _facts(asked) if asked is not None else "",
     )

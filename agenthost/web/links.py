@@ -116,7 +116,7 @@ def _asked(link: Link, request: PermissionRequest | None) -> Asked:
         link.agent_id,
         link.request_id,
         request.tool_name if request else "",
-        request.tool_input if request else "",
+        request.approval_text() if request else "",  # the command whole, not its summary
         link.decision,
         link.expires,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agenthost.cli.listing import cost_text, json_items, table_rows
+from agenthost.cli.listing import CUT, cost_text, json_items, table_rows
 from agenthost.cli.render import table
 from agenthost.client import DiscoveredHost
 from agenthost.daemon.protocol import DaemonAgent, SpawnSpec
@@ -73,7 +73,9 @@ def test_daemon_columns_and_agents_only_the_daemon_knows() -> None:
     gone = by_id["gone"]
     assert gone[2:4] == ["lines", "p"] and gone[-2:] == ["lost", "2"]
     assert gone[1] == "-"  # no host runs it: its last recorded state would mislead
-    assert len(gone[4]) == 32 and gone[4].endswith("…")  # long tasks are cut
+    assert gone[4] == "x" * 100  # rows hold the whole text: the table cuts it
+    line = table(headers, rows, cut=CUT).splitlines()[1]
+    assert "x" * 31 + "…" in line and "x" * 32 not in line
 
 
 def test_json_merges_and_sorts() -> None:
@@ -108,4 +110,15 @@ def test_table_aligns_wide_characters() -> None:
     lines = text.splitlines()
     # the column after a wide cell starts where it starts after a narrow one
     assert lines[1].index("日") == lines[2].index("x")
-    assert table(["a"], [["\x1b"]])  # control characters do not break the widths
+
+
+def test_table_cells_are_escaped_and_may_hold_lines() -> None:
+    rows = [["r1", "a\x1b[2Kb\u202e", "line 1\n\tline 2"], ["r2", "x", "y"]]
+    assert table(["id", "tool", "input"], rows).splitlines() == [
+        "ID  TOOL             INPUT",
+        "r1  a\\x1b[2Kb\\u202e  line 1",
+        "                     \\x09line 2",  # a cell's next line, in its column
+        "r2  x                y",
+    ]
+    cut = table(["id", "task"], [["r1", "a\nb " + "c" * 20]], cut={"task": 8})
+    assert cut.splitlines()[1] == "r1  a b ccc…"  # one line, cut

@@ -19,6 +19,8 @@ from agenthost.cli.render import (
 )
 from agenthost.protocol import AgentInfo, HistoryEntry, HostInfo, StatusResponse, StreamEvent
 
+import hostiletext as hostile
+
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 PLAIN = Style(False)
 COLOR = Style(True)
@@ -364,3 +366,123 @@ def test_parse_since() -> None:
     assert parse_since("2026-11-22T09:30:00Z") == datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
     with pytest.raises(click.BadParameter):
         parse_since("yesterday-ish")
+
+
+# --- agent text is escaped, a command to approve is whole ------------------------------
+
+H = hostile.TEXT
+HOSTILE_EVENTS: dict[str, StreamEvent] = {
+    "stdout": _event("output", data=hostile.LINE, stream="stdout"),
+    "stderr": _event("output", data=hostile.LINE, stream="stderr"),
+    "user": _chat(role="user", content=H),
+    "assistant": _chat(role="assistant", content=H),
+    "thought": _chat(role="assistant", content=H, thought=True),
+    "failed turn": _chat(role="assistant", content=H, is_error=True),
+    "interrupted": _chat(role="assistant", content=H, aborted=True),
+    "tool call": _chat(role="tool", tool_name=hostile.TOOL, tool_input=H),
+    "tool result": _chat(role="tool", tool_result=H),
+    "tool error": _chat(role="tool", tool_result=H, is_error=True),
+    "decision": _chat(role="permission", tool_name=hostile.TOOL, content=H, decision={}),
+    "governance": _chat(role="governance", content=H),
+    "unknown entry": _event("chat_entry", data=H),
+    "state": _event("state", state=H),
+    "error": _event("error", error=H, http_status=500),
+    "asked": _event(
+        "permission_request",
+        request={
+            "request_id": hostile.LINE,
+            "tool_name": hostile.TOOL,
+            "tool_input": H,
+            "input": {"command": H},
+            "created_at": T0,
+        },
+    ),
+    "answered": _event("permission_response", decision={"request_id": "r", "behavior": H}),
+    "denied": _event(
+        "permission_response", decision={"request_id": "r", "behavior": "deny", "message": H}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_EVENTS))
+@pytest.mark.parametrize("style", [PLAIN, COLOR], ids=["plain", "colour"])
+@pytest.mark.parametrize("width", [None, 40])
+def test_agent_text_in_any_event_is_escaped(name: str, style: Style, width: int | None) -> None:
+    for interactive in (False, True):
+        renderer = EventRenderer(
+            style, structured=False, raw=True, width=width, interactive=interactive
+        )
+        out = renderer.render(HOSTILE_EVENTS[name])
+        assert out is not None
+        assert hostile.raw_controls(_strip_ansi(out)) == []  # only our own colours remain
+        assert "\\x1b" in out or "\\u202e" in out  # shown, not dropped
+
+
+def test_a_permission_request_shows_its_command_whole_on_any_terminal() -> None:
+    command = "cat > notes.txt <<'EOF'\n" + "a long line of text " * 20 + "\nEOF\nrm -rf ~"
+    event = _event(
+        "permission_request",
+        request={
+            "request_id": "r-1",
+            "tool_name": "Bash",
+            "tool_input": command[:200] + "…",  # a host's summary: cut
+            "input": {"command": command},
+            "created_at": T0,
+        },
+    )
+    out = EventRenderer(PLAIN, structured=True, width=40).render(event)
+    assert out is not None and "…" not in out
+    assert out.splitlines()[:4] == [
+        "? Bash wants to run: cat > notes.txt <<'EOF'",
+        "    " + "a long line of text " * 20,  # wraps on the terminal, never cut
+        "    EOF",
+        "    rm -rf ~",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "shown"),
+    [
+        ({"input": {"command": "rm -rf x"}, "tool_input": "rm…"}, "rm -rf x"),
+        ({"input": {"cmd": "ls"}}, "ls"),
+        ({"input": {"command": ["sh", "-c", "rm -rf a b"]}}, "sh -c 'rm -rf a b'"),
+        ({"input": {"file_path": "/a"}, "tool_input": "/a"}, "/a"),  # no command: summary
+        ({"input": {"command": 3}, "tool_input": "summary"}, "summary"),
+        ({}, ""),
+    ],
+)
+def test_approval_text(fields: dict[str, Any], shown: str) -> None:
+    from agenthost.protocol import PermissionRequest
+
+    request = PermissionRequest(request_id="r", tool_name="T", created_at=T0, **fields)
+    assert request.approval_text() == shown
+
+
+def test_status_shows_agent_and_host_text_escaped() -> None:
+    status = StatusResponse(
+        host=HostInfo(
+            pid=1, version=H, protocol_version="1.4", started_at=T0, socket_path=hostile.LINE
+        ),
+        agent=AgentInfo(
+            id="a",
+            state=H,
+            started_at=T0,
+            backend=H,
+            project=H,
+            task=H,
+            description=H,
+            worktree=H,
+            model=H,
+            session_id=H,
+            last_error=H,
+            exit_code=1,
+            signal=H,
+            paused_until=T0,
+            paused_reason=H,
+            budget={"usd": 1, "spent_usd": 2, "spent_tokens": 3, "exceeded": H},
+        ),
+    )
+    for style in (PLAIN, COLOR):
+        out = render_status(status, style)
+        assert hostile.raw_controls(_strip_ansi(out)) == [], out
+        assert out.count("\\x1b]52;c;") >= 12  # each field shown, escaped

@@ -1,8 +1,9 @@
 // One agent's conversation as the page shows it: a list of entries, one per stream
 // event worth showing (its offset in data-offset), built from the events of
-// GET /api/agents/KEY/events. Agent data only ever becomes text.
+// GET /api/agents/KEY/events. Agent data only ever becomes text, and what hides in
+// it or turns it around (ESC, bidi controls...) shows as a marker (dom.js visible()).
 
-import { clock, dollars, h } from "./dom.js";
+import { clock, dollars, h, visible } from "./dom.js";
 
 /** Entries kept on screen; older ones leave it (the agent's history keeps them all). */
 export const MAX_ENTRIES = 1000;
@@ -32,15 +33,38 @@ function str(value) {
   return value === null || value === undefined ? "" : JSON.stringify(value);
 }
 
-/** Long text folded under its first lines. */
+/** A shell word as a shell reads it (Python's shlex.quote). */
+function shellWord(word) {
+  if (word === "") return "''";
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'"'"'`)}'`;
+}
+
+/**
+ * What a person is asked to approve, whole (as `agenthost pending` shows it): the
+ * command of the request's input (an argument list quoted as a shell reads it), else
+ * the host's summary of the input, `tool_input` (cut short and put on one line).
+ */
+export function approvalText(request) {
+  const input = request.input && typeof request.input === "object" ? request.input : {};
+  for (const key of ["command", "cmd"]) {
+    const value = input[key];
+    if (typeof value === "string" && value) return value;
+    if (Array.isArray(value) && value.length && value.every((v) => typeof v === "string")) {
+      return value.map(shellWord).join(" ");
+    }
+  }
+  return str(request.tool_input);
+}
+
+/** Long text folded under its first lines (what hides in it shown: visible()). */
 function block(text) {
   const lines = text.split("\n");
-  if (lines.length <= FOLD_LINES) return h("pre", { class: "out" }, text);
+  if (lines.length <= FOLD_LINES) return h("pre", { class: "out" }, visible(text));
   return h(
     "details",
     { class: "fold" },
-    h("summary", {}, `${lines.slice(0, 2).join("\n")}… (${lines.length} lines)`),
-    h("pre", { class: "out" }, text)
+    h("summary", {}, visible(`${lines.slice(0, 2).join("\n")}… (${lines.length} lines)`)),
+    h("pre", { class: "out" }, visible(text))
   );
 }
 
@@ -186,7 +210,7 @@ export class Conversation {
           "error-event",
           event.timestamp,
           h("div", { class: "label" }, "error"),
-          h("div", { class: "text" }, str(event.error))
+          h("div", { class: "text" }, visible(str(event.error)))
         );
       case "result":
         this.hooks.onResult();
@@ -197,7 +221,7 @@ export class Conversation {
         const stderr = event.stream === "stderr";
         if (!stderr && this.hooks.backend() !== "lines") return null;
         const kind = `output stream-${stderr ? "stderr" : "stdout"}`;
-        return this.entry(offset, kind, null, h("pre", { class: "out" }, str(event.data)));
+        return this.entry(offset, kind, null, block(str(event.data)));
       }
       default:
         return null; // a type this page does not know: ignored, as the protocol says
@@ -282,7 +306,7 @@ export class Conversation {
     if (e.role === "permission") return this.decisionLine(offset, e, time);
     if (e.tool_result !== undefined && e.tool_result !== null) {
       const failed = e.is_error === true;
-      const label = `${str(e.tool_name) || "tool"} ${failed ? "failed" : "result"}`;
+      const label = visible(`${str(e.tool_name) || "tool"} ${failed ? "failed" : "result"}`);
       // Right under its call, a result is drawn as the call's second half.
       const joined =
         Boolean(above) &&
@@ -302,19 +326,21 @@ export class Conversation {
         offset,
         "tool-call",
         time,
-        h("div", { class: "label" }, str(e.tool_name)),
-        h("code", { class: "tool-input" }, str(e.tool_input))
+        h("div", { class: "label" }, visible(str(e.tool_name))),
+        h("code", { class: "tool-input" }, visible(str(e.tool_input)))
       );
       if (typeof e.tool_use_id === "string") call.dataset.toolUseId = e.tool_use_id;
       return call;
     }
     const role = typeof e.role === "string" ? e.role : "other";
+    // what the agent says shows what hides in it; the user's own words stay as typed
+    const text = role === "user" ? str(e.content) : visible(str(e.content));
     return this.entry(
       offset,
       `msg role-${role.replace(/[^a-z0-9_-]/gi, "")}`,
       time,
       h("div", { class: "label" }, role === "user" ? "you" : role),
-      h("div", { class: "text" }, str(e.content))
+      h("div", { class: "text" }, text)
     );
   }
 
@@ -330,7 +356,7 @@ export class Conversation {
       offset,
       `decision-line${behavior ? ` decision-${behavior}` : ""}`,
       time,
-      h("span", {}, tool ? `${tool}: ${str(e.content)}` : str(e.content))
+      h("span", {}, visible(tool ? `${tool}: ${str(e.content)}` : str(e.content)))
     );
     if (typeof decision.actor === "string") line.dataset.actor = decision.actor;
     return line;
@@ -351,7 +377,9 @@ export class Conversation {
   /** A request's card: in the log (with its offset) or, without one, among the pending. */
   requestCard(offset, request, time) {
     const id = request.request_id;
-    const input = str(request.tool_input);
+    // the command whole, and what hides in it or turns it around shown (⟨U+202E⟩)
+    const input = approvalText(request);
+    const tool = str(request.tool_name);
     const choices = h("div", { class: "choices" });
     const dataset = offset ? { offset, requestId: id } : { requestId: id };
     const card = h(
@@ -362,10 +390,10 @@ export class Conversation {
         "div",
         { class: "text" },
         "May it use ",
-        h("strong", {}, str(request.tool_name) || "a tool"),
+        tool ? h("strong", {}, visible(tool)) : "a tool",
         input ? "?" : "? (no input)"
       ),
-      input ? h("code", { class: "tool-input" }, input) : null,
+      input ? h("code", { class: "tool-input" }, visible(input)) : null,
       choices,
       h("p", { class: "outcome" }),
       offset ? this.stamp(time) : null

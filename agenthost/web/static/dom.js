@@ -70,3 +70,37 @@ export function clock(text) {
     ? new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
     : "";
 }
+
+/**
+ * The characters that show nothing, act on text or turn it around, as
+ * agenthost/textsafe.py has them: control characters, format characters (bidi
+ * controls and marks, zero-width and invisible ones, language tags) but the zero-width
+ * joiner and non-joiner (emoji and several scripts need them), line and paragraph
+ * separators, lone surrogates. Newline and tab are not among them here: the page shows
+ * lines.
+ */
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+const KEPT = new Set(["\n", "\t", "\u200c", "\u200d"]);
+
+/**
+ * `text` as the children of an element, with each invisible character (see INVISIBLE)
+ * a visible marker in its place, `⟨U+202E⟩` in a span of class "ctl": in what a person
+ * decides on (a permission request, a tool call), a reversed-looking command shows what
+ * reverses it.
+ */
+export function visible(text) {
+  const value = String(text);
+  const out = [];
+  let last = 0;
+  for (const match of value.matchAll(INVISIBLE)) {
+    const char = match[0];
+    if (KEPT.has(char)) continue;
+    if (match.index > last) out.push(value.slice(last, match.index));
+    const code = char.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    const title = `U+${code}: a character that shows nothing or turns text around`;
+    out.push(h("span", { class: "ctl", title }, `⟨U+${code}⟩`));
+    last = match.index + char.length;
+  }
+  if (last < value.length) out.push(value.slice(last));
+  return out;
+}
