@@ -523,9 +523,10 @@ def _simple_texts(simple: Simple, texts: set[str]) -> None:
 
 
 def _named(argv: list[str], texts: set[str]) -> None:
-    """``/bin/rm -rf x`` reads ``rm -rf x`` too."""
-    if argv and "/" in argv[0]:
-        words = [posixpath.basename(argv[0]), *argv[1:]]
+    """``/bin/rm -rf x`` reads ``rm -rf x`` too, and so does zsh's ``=rm -rf x`` (a
+    word that starts with ``=`` is the path of the command it names)."""
+    if argv and ("/" in argv[0] or argv[0].startswith("=")):
+        words = [posixpath.basename(argv[0].lstrip("=")), *argv[1:]]
         _add(texts, " ".join(words))
         _add(texts, shlex.join(words))
 

@@ -212,6 +212,7 @@ def test_bypass_attempts_as_an_argv_list_are_never_allowed(command: str) -> None
 DENIED = [
     "rm -rf /",
     "/bin/rm -rf /",
+    "=rm -rf /",  # zsh: the path of rm
     "\\rm -rf /",
     "'rm' -rf /",
     '"rm" -rf /',
