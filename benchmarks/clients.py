@@ -231,9 +231,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cpu0 = time.process_time()
     deadline = time.monotonic() + args.timeout
     triggered = args.proto == "raw"
+    started_ns = time.monotonic_ns()  # the relay floods from the connection on
     active = len(streams)
     while active and time.monotonic() < deadline:
         if not triggered and all(s.attached for s in streams):
+            started_ns = time.monotonic_ns()
             trigger(args.socket, args.trigger)
             triggered = True
         for key, _ in sel.select(0.2):
@@ -255,14 +257,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for each in streams:
         each.verdict(args.count)
         each.sock.close()
-    return summarize(streams, cpu, args)
+    return summarize(streams, cpu, args, started_ns)
 
 
-def summarize(streams: list[Stream], cpu: float, args: argparse.Namespace) -> dict[str, Any]:
+def summarize(
+    streams: list[Stream], cpu: float, args: argparse.Namespace, started_ns: int
+) -> dict[str, Any]:
     """The JSON result: counts, timing, errors and (with --latency) percentiles."""
     received = [s for s in streams if s.events]
     first = min((s.first_ns for s in received), default=0)
     last = max((s.last_ns for s in received), default=0)
+    if received and last == first:
+        # a flood small enough to arrive in one read has no first-to-last time: time it
+        # from the trigger instead (a rate of NaN broke the report under load)
+        first = started_ns
     errors = [f"client {i}: {s.error}" for i, s in enumerate(streams) if s.error]
     if args.proto == "host" and len({s.next_key for s in streams}) > 1:
         errors.append("clients ended at different offsets")
