@@ -1,9 +1,16 @@
 # Two entry points matter (see README): `make demo` and `make test`.
 # Both create the virtualenv .venv on first use; nothing needs installing by hand.
+# `make demo` installs the package and its runtime dependencies only (about 70 MB);
+# `make test` and the other development targets add the test and bench extras
+# (pytest, mypy, ruff, Playwright, matplotlib, ...: about 530 MB).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The package alone (what `make demo` needs) ...
+PACKAGE_STAMP := $(VENV)/.package
+# ... and the whole development environment on top of it (the name every script and
+# brief knows: `make .venv/.installed` gives an environment that runs the tests).
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench bench-daemon reliability soak clean e2e-clis \
@@ -15,18 +22,23 @@ STAMP := $(VENV)/.installed
 PREFIX ?= $(HOME)/.local
 INSTALL_VENV := $(PREFIX)/share/agenthost/venv
 
-$(STAMP): pyproject.toml
+$(PACKAGE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e .
 	@# An editable install is never byte-compiled by pip, and where PYTHONDONTWRITEBYTECODE
 	@# is set nothing ever writes the .pyc files: compile once here (a start of the CLI or
 	@# a host then skips compiling every module it imports).
 	$(PY) -m compileall -q agenthost
+	touch $(PACKAGE_STAMP)
+
+$(STAMP): $(PACKAGE_STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
 ## Run the built-in demo agent in a host and attach to it (Ctrl-] detaches).
-demo: $(STAMP)
+## Needs only the package: a first `make demo` installs nothing for the tests.
+demo: $(PACKAGE_STAMP)
 	$(VENV)/bin/agenthost demo
 
 ## Everything CI checks: lint, types, the whole test suite.
