@@ -102,6 +102,17 @@ def sink() -> Iterator[Sink]:
         server.close()
 
 
+def ntfy_actions(header: str) -> dict[str, str]:
+    """ntfy's ``Actions`` header (``http, LABEL, URL, method=POST, clear=true; ...``)
+    as label -> URL: the buttons of a phone's notice."""
+    out = {}
+    for action in header.split(";"):
+        kind, label, url, *options = (part.strip() for part in action.split(","))
+        assert kind == "http" and "method=POST" in options
+        out[label] = url
+    return out
+
+
 def closed_port() -> int:
     """A port of 127.0.0.1 nobody listens on (bound, then closed)."""
     with socket.socket() as s:

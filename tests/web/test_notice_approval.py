@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from notifysink import Sink, sink
+from notifysink import Sink, ntfy_actions, sink
 
 from agenthost.paths import socket_path
 
@@ -41,17 +41,6 @@ def gateway(home: Path) -> Iterator[Gateway]:
         gw.stop()
 
 
-def actions(header: str) -> dict[str, str]:
-    """ntfy's ``Actions`` header (``http, LABEL, URL, method=POST, clear=true; ...``)
-    as label -> URL."""
-    out = {}
-    for action in header.split(";"):
-        kind, label, url, *options = (part.strip() for part in action.split(","))
-        assert kind == "http" and "method=POST" in options
-        out[label] = url
-    return out
-
-
 def permission_entries(world: DaemonWorld, agent_id: str) -> list[str]:
     with RawConn(socket_path(world.home, agent_id)) as conn:
         entries = conn.request("host.history", {"limit": 0})["payload"]["entries"]
@@ -74,7 +63,7 @@ def test_tapping_approve_in_the_notice_answers_the_agent(
 
     (push,) = server.wait(1, "/agents")
     assert push.headers["Title"] == "tap asks to use Bash: touch demo-was-here"
-    buttons = actions(push.headers["Actions"])
+    buttons = ntfy_actions(push.headers["Actions"])
     assert set(buttons) == {"Approve", "Deny"}
     assert all(url.startswith(f"{gateway.url}l/") for url in buttons.values())
 
