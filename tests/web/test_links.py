@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -205,6 +207,28 @@ def test_a_link_to_a_stopped_or_unknown_agent_is_gone(
     assert gone.status_code == 404 and gone.json()["code"] == "gone"
     page = gateway.client(None).get(f"l/{tok}")
     assert page.status_code == 404 and "not running" in page.text
+
+
+def test_a_link_of_an_agent_restarted_since_is_gone(
+    gateway: Gateway, host_factory: HostFactory, home: Path
+) -> None:
+    """docs/web.md: the request died with its agent (the host cancels it), and a new
+    host for the same agent (a restart) does not bring it back."""
+    host = host_factory("a1")
+    request = ask(gateway)
+    tok = token(home, request, "allow")
+    with host.client() as client:
+        os.kill(client.status().agent.pid, signal.SIGKILL)
+        wait_for(lambda: client.status().agent.state == "error", what="the agent's death")
+    assert gateway.client().post("/api/agents/a1/stop", json={}).status_code == 200
+    host.proc.wait(30)
+    host_factory("a1")  # the restart: the same agent, its stream goes on
+    gone = follow(gateway, tok)
+    assert gone.status_code == 404 and gone.json()["code"] == "gone", gone.text
+    assert "withdrawn (cancelled by host: the agent exited)" in gone.json()["error"]
+    assert [e["content"] for e in permission_entries(gateway)] == [
+        "cancelled by host: the agent exited"
+    ]
 
 
 @pytest.mark.parametrize("origin", ["https://evil.example", "null", "http://127.0.0.1:1"])
