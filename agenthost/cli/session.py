@@ -123,6 +123,11 @@ class AttachSession:
         elif not self.as_json:
             click.echo(line, err=True)
 
+    def detached(self) -> None:
+        """Say that the session left the agent running, and how to come back."""
+        there = f" --remote {self.remote}" if self.remote is not None else ""
+        self.note(f"detached; the agent keeps running (agenthost attach{there} {self.agent_id})")
+
     def show(self, event: StreamEvent) -> None:
         out = self._out or sys.stdout
         if self.as_json:
