@@ -318,9 +318,16 @@ def uptime_of(info: AgentInfo) -> str:
     return go_duration(end - info.started_at.timestamp())
 
 
-def render_status(status: StatusResponse, style: Style) -> str:
-    """``agenthost status`` as aligned key: value lines."""
+def render_status(status: StatusResponse, style: Style, branch: str | None = None) -> str:
+    """``agenthost status`` as aligned key: value lines. ``branch``: the agent runs in
+    a worktree agenthost made for it (``run --worktree``), on this branch ("" if it
+    cannot be told); None: its directory is a plain one (``cwd``)."""
     a, h = status.agent, status.host
+    if branch is None:
+        place = ("cwd", escape(a.worktree or "-"))
+    else:
+        on = f" (branch {escape(branch)})" if branch else ""
+        place = ("worktree", escape(a.worktree) + on)
     rows: list[tuple[str, str]] = [
         ("agent", escape(a.id)),
         ("state", _state(a.state, style)),
@@ -329,7 +336,7 @@ def render_status(status: StatusResponse, style: Style) -> str:
         ("project", escape(a.project or "-")),
         ("task", escape(a.task or "-")),
         ("description", escape(a.description or "-")),
-        ("worktree", escape(a.worktree)),
+        place,
         ("started", _local(a.started_at)),
         ("uptime", uptime_of(a)),
     ]
