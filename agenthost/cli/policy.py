@@ -159,9 +159,13 @@ def check(home: Path | None, as_json: bool) -> None:
     channels = loaded.notify.channels
     names = ", ".join(f"{n} ({c.type})" for n, c in channels.items()) or "none"
     click.echo(f"{path} is valid")
+    from agenthost.attention.policy import duration_text
+
+    delay = loaded.notify.delay
     click.echo(
         f"  notify: {len(channels)} channel(s): {names}; events: "
-        f"{', '.join(loaded.notify.events) or 'none'}"
+        f"{', '.join(loaded.notify.events) or 'none'}; "
+        + (f"after {duration_text(delay)}" if delay > 0 else "at once (delay 0)")
     )
     click.echo(
         f"  policy: {len(loaded.policy.rule)} rule(s); ask_timeout "
