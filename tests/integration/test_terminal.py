@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hosttools import PY, HostProc, history, wait_for
+from hosttools import PY, HostProc, attached, events_until, history, is_result, results, wait_for
 
 HostFactory = Callable[..., HostProc]  # the host_factory fixture of tests/conftest.py
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -108,6 +108,34 @@ def test_ctrl_c_interrupts_the_turn_and_the_agent_lives(
     assert all(note < end for note, end in zip(notes, ends, strict=True)), lines
     assert not any("failed" in line for line in lines)
     assert host.agent()["state"] == "idle" and host.agent()["pid"] > 0
+
+
+def test_turn_endings_read_one_way_with_this_turns_cost(
+    host_factory: HostFactory, term: Tmux
+) -> None:
+    # issue 28: a failed turn's text twice (`! TEXT`, then `✗ turn failed`), and
+    # `turn done · $cost` showing the session's running total beside one turn's tokens
+    from agenthost.governance.budget import usd
+
+    host = demo(host_factory)
+    term.start(f"{ATTACH} d1")
+    term.wait("Ctrl-] detaches")
+    for n, text in enumerate(["one two", "three four five"], start=1):
+        term.type(text)
+        wait_for(lambda n=n: term.screen().count("✓ turn done") == n, what=f"turn {n} done")
+    term.type("/error")
+    screen = term.wait("✗ turn failed")
+    lines = [line.rstrip() for line in screen.splitlines()]
+    (failed,) = [line for line in lines if "API Error: 500 demo failure" in line]
+    assert failed.startswith("✗ turn failed: API Error: 500 demo failure · ")
+    assert not any(line.startswith("!") or "(success)" in line for line in lines)
+    done = [line for line in lines if line.startswith("✓ turn done · ")]
+    with attached(host, offset=0) as conn:
+        turns = results(events_until(conn, lambda e: is_result(e) and e["result"]["is_error"]))
+    assert turns[1]["cost_usd"] > turns[1]["turn_cost_usd"] > 0  # a total, and a turn's
+    for line, result in zip(done, turns, strict=False):
+        assert f" · {usd(result['turn_cost_usd'])} · " in line, (line, result)
+        assert f" · {result['usage']['input_tokens']} in / " in line
 
 
 ECHO = ["sh", "-c", 'while read -r l; do echo "got: $l"; done']  # a lines agent
