@@ -21,7 +21,8 @@ import tomllib
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from types import UnionType
+from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -62,6 +63,17 @@ def parse_duration(text: str | float) -> float:
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 """Seconds, written as a number or ``"90s"``, ``"15m"``, ``"12h"``, ``"7d"``."""
+
+
+def _not_zero(seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError("must be more than 0 seconds")
+    return seconds
+
+
+TimeLimit = Annotated[Duration, AfterValidator(_not_zero)]
+"""A :data:`Duration` that bounds something (a link's life, a delivery): zero would
+make every link born expired and every delivery fail, so it is refused."""
 
 NoticeKind = Literal["waiting", "failed", "died", "finished"]
 """What a notice is about: the agent needs a person (``waiting``: a permission request
@@ -104,7 +116,7 @@ class WebhookChannel(ConfigModel):
     secret_file: Path | None = None
     """A file whose first line is the secret (keeps it out of the config)."""
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout: Duration = 10.0
+    timeout: TimeLimit = 10.0
 
     @model_validator(mode="after")
     def _one_secret(self) -> WebhookChannel:
@@ -123,7 +135,7 @@ class NtfyChannel(ConfigModel):
     token: str | None = None
     token_file: Path | None = None
     priority: int | None = Field(default=None, ge=1, le=5)
-    timeout: Duration = 10.0
+    timeout: TimeLimit = 10.0
 
     @model_validator(mode="after")
     def _one_token(self) -> NtfyChannel:
@@ -136,7 +148,7 @@ class DesktopChannel(ConfigModel):
     """A desktop notification (org.freedesktop.Notifications on the session bus)."""
 
     type: Literal["desktop"]
-    timeout: Duration = 10.0
+    timeout: TimeLimit = 10.0
 
 
 class CommandChannel(ConfigModel):
@@ -145,7 +157,7 @@ class CommandChannel(ConfigModel):
 
     type: Literal["command"]
     argv: list[str] = Field(min_length=1)
-    timeout: Duration = 30.0
+    timeout: TimeLimit = 30.0
 
 
 Channel = Annotated[
@@ -185,7 +197,8 @@ class NotifyConfig(ConfigModel):
     events: list[NoticeKind] = Field(default_factory=lambda: list(DEFAULT_EVENTS))
     delay: Duration = 10.0
     """How long a situation must last before a notice goes out: a request answered
-    within it (someone is at the terminal) notifies nobody."""
+    within it (someone is at the terminal) notifies nobody. 0 is allowed: notify at
+    once."""
     retries: int = Field(default=5, ge=0, le=20)
     """Further attempts of a failed delivery, with a growing pause (1 s, 2 s, 4 s...)."""
     channels: dict[str, Channel] = Field(default_factory=dict)
@@ -279,8 +292,8 @@ class WebConfig(ConfigModel):
     public_url: str | None = None
     """The gateway's address as a phone reaches it (``https://box.example:8765``):
     the base of the Approve and Deny links. Without it, notices carry no links."""
-    link_ttl: Duration = 3600.0
-    """How long an approval link stays valid."""
+    link_ttl: TimeLimit = 3600.0
+    """How long an approval link stays valid (more than 0)."""
 
     @field_validator("public_url")
     @classmethod
@@ -329,10 +342,63 @@ def _describe(exc: ValidationError) -> str:
                 where += f".{item}" if where else str(item)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = "unknown key" + _did_you_mean(error["loc"])
         parts.append(f"{where or 'top level'}: {message}")
     more = len(exc.errors()) - len(parts)
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """`` (did you mean 'delay'?)`` for an unknown key close to a known one at its
+    place (``notify.delai``), else ""."""
+    import difflib
+
+    known = _keys_at(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6) if loc else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _keys_at(path: tuple[int | str, ...]) -> list[str]:
+    """The keys of the table at ``path`` of :class:`HomeConfig` (pydantic's location
+    of an error: keys, list indexes, a channel's ``type`` tag); [] if not a table."""
+    shape: Any = HomeConfig
+    for step in path:
+        shape = _inner(shape, step)
+    shape = _unwrap(shape)
+    return list(shape.model_fields) if _is_model(shape) else []
+
+
+def _inner(shape: Any, step: int | str) -> Any:
+    """What is at ``step`` inside ``shape`` (None if nothing can be)."""
+    shape = _unwrap(shape)
+    if _is_model(shape):
+        field = shape.model_fields.get(step) if isinstance(step, str) else None
+        return None if field is None else field.annotation
+    origin, args = get_origin(shape), get_args(shape)
+    if origin is list and isinstance(step, int):
+        return args[0]
+    if origin is dict and isinstance(step, str):
+        return args[1]
+    for member in args if origin in (Union, UnionType) else ():
+        tag = member.model_fields.get("type") if _is_model(member) else None
+        if tag is not None and step in get_args(tag.annotation):  # a channel's type
+            return member
+    return None
+
+
+def _unwrap(shape: Any) -> Any:
+    """``shape`` without ``Annotated`` metadata, and ``X | None`` as ``X``."""
+    while get_origin(shape) is Annotated:
+        shape = get_args(shape)[0]
+    if get_origin(shape) in (Union, UnionType):
+        members = [a for a in get_args(shape) if a is not type(None)]
+        if len(members) == 1:
+            return _unwrap(members[0])
+    return shape
+
+
+def _is_model(shape: Any) -> bool:
+    return isinstance(shape, type) and issubclass(shape, BaseModel)
 
 
 def load_config(home: Path) -> HomeConfig:

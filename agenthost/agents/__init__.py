@@ -22,6 +22,22 @@ _MODULES: dict[str, tuple[str, str]] = {
 AGENT_KINDS: tuple[str, ...] = tuple(sorted(_MODULES))
 """Every agent kind ``serve --agent`` accepts."""
 
+_SUMMARIES: dict[str, str] = {
+    "acp": "any agent that speaks ACP, e.g. -- gemini --acp",
+    "claude": "Claude Code",
+    "codex": "Codex",
+    "demo": "built in, no API key",
+    "lines": "any command: a line in, lines out",
+}
+
+
+def kinds_help() -> str:
+    """Every agent kind with what it is, for ``--agent``'s help (from the registry: a
+    new kind cannot be left out)."""
+    named = [f"{kind} ({_SUMMARIES.get(kind, 'see docs/agents.md')})" for kind in AGENT_KINDS]
+    return ", ".join(named[:-1]) + " or " + named[-1]
+
+
 DEFAULT_AGENT = "demo"
 
 
@@ -64,6 +80,7 @@ __all__ = [
     "AdapterOptions",
     "adapter_class",
     "adapter_modules",
+    "kinds_help",
     "make_adapter",
     "structured_output",
 ]

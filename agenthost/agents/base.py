@@ -55,6 +55,10 @@ class ErrorNote:
     message: str
     http_status: int | None = None
     """The HTTP status of the model API's answer, when the failure came from it."""
+    turn_failed: bool = False
+    """The note of a failed turn (:func:`turn_failed`), not something the host saw go
+    wrong: clients show its text as the turn's outcome (``turn failed: TEXT``) and a
+    death mid-turn is not mistaken for one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +181,13 @@ INTERRUPTED_TEXT = "turn interrupted"
 
 def turn_failed(message: str, http_status: int | None = None) -> list[AdapterEvent]:
     """How every adapter reports a turn that failed: an ``error`` event with the message
-    (and the API's HTTP status when known), then the same text in history as an
-    assistant entry with ``is_error`` (a role clients already know, not a new one)."""
+    (and the API's HTTP status when known, and ``"turn_failed": true``), then the same
+    text in history as an assistant entry with ``is_error`` (a role clients already
+    know, not a new one)."""
     entry: dict[str, Any] = {"role": "assistant", "content": message, "is_error": True}
     if http_status is not None:
         entry["http_status"] = http_status
-    return [ErrorNote(message, http_status), Chat(entry)]
+    return [ErrorNote(message, http_status, turn_failed=True), Chat(entry)]
 
 
 def turn_interrupted() -> list[AdapterEvent]:

@@ -191,6 +191,7 @@ class StreamJsonParser:
         self._interrupted = False  # this turn was interrupted
         self._failure_text = ""  # what this turn's failure said
         self._limit_reset: float | None = None  # a rejecting rate_limit_event's reset
+        self._total_cost = 0.0  # the last total_cost_usd: the process's cost so far
 
     def expect(self, uuid: str | None) -> None:
         """A user message was written (with ``uuid``, or None): the agent is busy until
@@ -414,6 +415,13 @@ class StreamJsonParser:
         cost = obj.get("total_cost_usd", obj.get("cost_usd"))
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             result["cost_usd"] = cost
+        total = obj.get("total_cost_usd")
+        if isinstance(total, int | float) and not isinstance(total, bool) and total >= 0:
+            # the total is the process's so far: this turn's is what it added (a total
+            # that went down started again: all of it is this turn's)
+            before = self._total_cost if total >= self._total_cost else 0.0
+            result["turn_cost_usd"] = round(total - before, 10)
+            self._total_cost = float(total)
         if isinstance(obj.get("usage"), dict):
             result["usage"] = obj["usage"]
         if isinstance(obj.get("session_id"), str):

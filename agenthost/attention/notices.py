@@ -8,9 +8,11 @@ those whose delay has passed (the daemon asks at :meth:`Notices.next_due`).
 - ``waiting``: an *episode* begins when the state becomes ``waiting`` and ends when it
   leaves it. One notice per episode, ``delay`` seconds after it began, and only if it
   is still open: a request answered at the terminal within the delay notifies nobody.
-- ``failed``: an ``error`` event during a turn, or a result with ``is_error``; one
-  per turn (a turn begins when the state becomes ``running`` and ends at ``idle``,
-  ``done`` or ``error``).
+- ``failed``: a turn failed: the agent reported it (an ``error`` event marked
+  ``turn_failed``) or its result has ``is_error``; one per turn (a turn begins when the
+  state becomes ``running`` and ends at ``idle``, ``done`` or ``error``). An error the
+  host itself saw (the agent's exit, a failed write to it) is not a failed turn: an
+  agent killed mid-turn gets one notice, ``died``, not ``failed`` and then ``died``.
 - ``died``: the agent exited in state ``error`` without a stop being asked, or its host
   vanished; one per host run.
 - ``finished`` (opt-in): ``running`` -> ``idle``.
@@ -212,9 +214,7 @@ class Notices:
             agent.pending.pop(event.decision.request_id, None)
         elif event.type == "state" and event.state:
             out += self._state(agent, event, at, fresh, setting)
-        elif event.type == "error" or (
-            event.type == "result" and event.result and event.result.get("is_error") is True
-        ):
+        elif _turn_failed(event):
             in_turn = agent.state in _TURN_STATES  # an error while idle is the agent's end
             if in_turn and not agent.failed_turn and fresh and "failed" in setting.events:
                 what = event.error or _result_text(event.result) or "the turn ended with an error"
@@ -319,6 +319,16 @@ class Notices:
         if self.clock() - at > window(setting.delay):
             return []
         return [_made("died", agent_id, agent, what, at, 0)]
+
+
+def _turn_failed(event: StreamEvent) -> bool:
+    """Whether ``event`` says a turn failed: the failure's ``error`` event (an adapter's
+    ``turn_failed``), or a result that is an error and not an interrupt."""
+    if event.type == "error":
+        return (event.model_extra or {}).get("turn_failed") is True
+    if event.type != "result" or not event.result:
+        return False
+    return event.result.get("is_error") is True and event.result.get("interrupted") is not True
 
 
 def _iso(ts: float) -> str:

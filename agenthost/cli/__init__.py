@@ -46,6 +46,39 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 
+SUMMARIES: dict[str, str] = {
+    "serve": "Run one agent's host, in the foreground or with --detach.",
+    "demo": "Start the built-in demo agent and attach to it.",
+    "attach": "Watch an agent live, and talk to it from a terminal.",
+    "list": "List the agents, their state and their cost.",
+    "status": "Show an agent's state and its host.",
+    "ping": "Check that an agent's host answers.",
+    "history": "Print an agent's chat history.",
+    "send": "Send a message to an agent.",
+    "interrupt": "Interrupt an agent's current turn.",
+    "pending": "List the permission requests an agent waits on.",
+    "respond": "Allow or deny a pending permission request.",
+    "budget": "Show or change an agent's budget.",
+    "resume": "Resume an agent paused for a usage limit now.",
+    "stop": "Stop an agent and its host.",
+    "export": "Write an agent's whole conversation, from its journal.",
+    "gc": "Remove the journals of agents that ended long ago.",
+    "wait": "Wait until an agent is in one of the given states.",
+    "daemon": "Run the daemon, the manager of many agents.",
+    "run": "Start an agent through the daemon.",
+    "forget": "Remove a stopped agent from the daemon's registry.",
+    "schema": "Print the JSON Schema of the protocol's messages.",
+    "acp": "Serve an agent to an editor over ACP, on stdin/stdout.",
+    "bridge": "Join stdin/stdout to an agent's socket (for ssh).",
+    "web": "Serve the web page and the HTTP API.",
+    "policy": "Show and test the approval policy of config.toml.",
+    "notify": "Test the notification channels, read what was sent.",
+    "config": "Check the home's config.toml.",
+}
+"""Command name -> its one-line summary in ``agenthost --help`` (click would cut each
+help text's first sentence with "..."). Listed from here: ``--help`` imports none of
+the commands' modules."""
+
 ENABLES_GC_ITSELF = frozenset({"serve"})
 """Commands that turn the cyclic garbage collector back on themselves, once they have
 imported everything (``serve``: after ``gc.freeze()`` in ``run_host``)."""
@@ -57,6 +90,18 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their summaries (:data:`SUMMARIES`), without importing them."""
+        rows = []
+        for name in self.list_commands(ctx):
+            summary = SUMMARIES.get(name)
+            if summary is None:  # a command without one: click's cut of its help
+                command = self.get_command(ctx, name)
+                summary = command.get_short_help_str() if command is not None else ""
+            rows.append((name, summary))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -83,6 +128,7 @@ class LazyGroup(click.Group):
         command = getattr(importlib.import_module(module), attribute)
         if not isinstance(command, click.Command):  # pragma: no cover - a coding error
             raise TypeError(f"{module}.{attribute} is not a click command")
+        command.short_help = command.short_help or SUMMARIES.get(cmd_name)
         if cmd_name not in ENABLES_GC_ITSELF:
             gc.enable()
         return command

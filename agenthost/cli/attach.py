@@ -158,5 +158,5 @@ def attach_loop(
                 return runner.run(Terminal(session, style).run())
             return runner.run(session.run())
         except KeyboardInterrupt:
-            session.note("detached; the agent keeps running")
+            session.detached()
             return Exit.OK

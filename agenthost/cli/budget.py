@@ -64,9 +64,11 @@ def budget(
     if as_json:
         print_json(result.model_dump(mode="json"))
         return
-    limit_usd = "none" if result.usd is None else f"${result.usd:.2f}"
+    from agenthost.governance.budget import usd as dollars
+
+    limit_usd = "none" if result.usd is None else dollars(result.usd)
     limit_tokens = "none" if result.tokens is None else str(result.tokens)
-    click.echo(f"usd:    {limit_usd} (spent ${result.spent_usd:.4f})")
+    click.echo(f"usd:    {limit_usd} (spent {dollars(result.spent_usd)})")
     click.echo(f"tokens: {limit_tokens} (used {result.spent_tokens})")
     if result.exceeded:
         click.echo(f"over budget: {escape(result.exceeded)}; sends are refused", err=True)

@@ -97,7 +97,7 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     """What ``serve`` and ``run`` both take to describe an agent: ``--agent-id``,
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
     ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``."""
-    from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
+    from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT, kinds_help
 
     options = [
         click.option("--agent-id", required=True, help="Name of the agent (its socket's name)."),
@@ -106,8 +106,7 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
             "kind",
             type=click.Choice(AGENT_KINDS),
             default=DEFAULT_AGENT,
-            help="How the agent speaks: claude, codex, demo (built-in, no API key) or "
-            "lines (any command).",
+            help=f"How the agent speaks: {kinds_help()}.",
         ),
         click.option(
             "--cwd",

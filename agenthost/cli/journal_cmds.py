@@ -102,10 +102,12 @@ def _export(reader: Any, fmt: str, agent_id: str, out: IO[str]) -> None:
         if fmt == "jsonl":
             out.write(escape_json(json.dumps(entry, ensure_ascii=False)) + "\n")
         else:
-            out.write(_markdown(entry))
+            out.write(markdown(entry))
 
 
-def _markdown(entry: dict[str, Any]) -> str:
+def markdown(entry: dict[str, Any]) -> str:
+    """One history entry (with its ``offset``) as ``export --format md`` writes it:
+    what the agent said escaped, a failed turn in the words of docs/agents.md."""
     from agenthost.textsafe import LINES, escape
 
     def text(key: str, default: str = "", keep: str = LINES) -> str:
@@ -117,15 +119,16 @@ def _markdown(entry: dict[str, Any]) -> str:
     if role == "user":
         return f"## User · {when}\n\n{text('content')}\n\n"
     if role == "assistant":
-        return f"**Assistant** · {when}\n\n{text('content')}\n\n"
+        failed = "turn failed: " if entry.get("is_error") is True else ""
+        return f"**Assistant** · {when}\n\n{failed}{text('content')}\n\n"
     if role == "permission":
         what = f" `{text('tool_input', keep='')}`" if entry.get("tool_input") else ""
         tool = text("tool_name", "tool", "")
         return f"> **Permission** {tool}{what}: {text('content', keep='')}\n\n"
-    if "tool_result" in entry:
-        mark = " (error)" if entry.get("is_error") else ""
+    if "tool_result" in entry:  # under its call: only a failure needs saying
+        failed = "*the tool failed*\n" if entry.get("is_error") is True else ""
         fence = "~~~~"
-        return f"{fence}text\n{text('tool_result')}\n{fence}\n*result{mark}*\n\n"
+        return f"{fence}text\n{text('tool_result')}\n{fence}\n{failed}\n"
     return f"- **{text('tool_name', 'tool', '')}** `{text('tool_input', keep='')}`\n\n"
 
 

@@ -27,9 +27,9 @@ DAEMON_HEADERS = ("daemon", "restarts")
 
 def cost_text(cost: float | None) -> str:
     """A session's cost in dollars as the table shows it (``-`` when unknown)."""
-    if cost is None:
-        return "-"
-    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+    from agenthost.governance.budget import usd
+
+    return "-" if cost is None else usd(cost)
 
 
 def _host_row(host: DiscoveredHost) -> list[str]:

@@ -16,7 +16,7 @@ def notify() -> None:
     """Notifications: test the channels of config.toml, read what was sent."""
 
 
-@notify.command("test")
+@notify.command("test", short_help="Send a test notice to each channel now.")
 @click.option(
     "--channel", "only", default=None, metavar="NAME", help="Only this channel of config.toml."
 )
@@ -77,7 +77,7 @@ def test_command(only: str | None, home: Path | None, as_json: bool) -> None:
         sys.exit(1)
 
 
-@notify.command("log")
+@notify.command("log", short_help="The notices sent (or not), oldest first.")
 @click.argument("agent_id", required=False)
 @click.option(
     "--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="How many."

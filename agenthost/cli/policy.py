@@ -36,7 +36,7 @@ def policy() -> None:
     """The approval policy of config.toml: what is allowed or denied without asking."""
 
 
-@policy.command("test")
+@policy.command("test", short_help="What the policy would do with a request, and why.")
 @click.option("--tool", required=True, help="The tool's name, as the agent gives it (Bash).")
 @click.option("--command", "command", default=None, help="The command line it would run.")
 @click.option(
@@ -98,7 +98,7 @@ def test_command(
         click.echo(f"(denied if nobody answers within {limit})")
 
 
-@policy.command("show")
+@policy.command("show", short_help="The rules, numbered, in the order they are tried.")
 @home_option
 @json_option
 @handle_errors
@@ -137,7 +137,7 @@ def config() -> None:
     """The home's configuration file, <home>/config.toml."""
 
 
-@config.command("check")
+@config.command("check", short_help="Validate config.toml and summarise it.")
 @home_option
 @json_option
 @handle_errors
@@ -159,9 +159,13 @@ def check(home: Path | None, as_json: bool) -> None:
     channels = loaded.notify.channels
     names = ", ".join(f"{n} ({c.type})" for n, c in channels.items()) or "none"
     click.echo(f"{path} is valid")
+    from agenthost.attention.policy import duration_text
+
+    delay = loaded.notify.delay
     click.echo(
         f"  notify: {len(channels)} channel(s): {names}; events: "
-        f"{', '.join(loaded.notify.events) or 'none'}"
+        f"{', '.join(loaded.notify.events) or 'none'}; "
+        + (f"after {duration_text(delay)}" if delay > 0 else "at once (delay 0)")
     )
     click.echo(
         f"  policy: {len(loaded.policy.rule)} rule(s); ask_timeout "

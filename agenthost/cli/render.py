@@ -8,6 +8,7 @@ that takes a model returns text a terminal may be sent as it is. :func:`fit` and
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -15,6 +16,7 @@ from datetime import datetime
 import click
 from wcwidth import wcswidth, wcwidth
 
+from agenthost.governance.budget import usd
 from agenthost.protocol import (
     AgentInfo,
     Budget,
@@ -27,6 +29,9 @@ from agenthost.textsafe import LINES, escape
 from agenthost.timefmt import go_duration, short_duration
 
 RESULT_LINES = 3
+DONE, FAILED, INTERRUPTED = "✓ turn done", "✗ turn failed", "⏹ turn interrupted"
+"""How a turn ended, in the words the page uses too (docs/agents.md): a failed turn
+reads ``✗ turn failed: <the agent's error text>``, its text once."""
 
 
 class Style:
@@ -99,7 +104,7 @@ def render_entry(entry: HistoryEntry, style: Style, width: int | None = None) ->
         text = escape(entry.content or "", LINES)
         extra = entry.model_extra or {}
         if entry.is_error:  # a failed turn: the error, as the agent reported it
-            return style.red("✗ " + text)
+            return style.red(f"{FAILED}: {text}")
         if extra.get("interrupted") is True:
             return style.yellow("⏹ " + text)
         if extra.get("thought") is True:  # an ACP agent's reasoning, not its answer
@@ -138,26 +143,43 @@ def render_request(
     return head + style.dim(f"\n  answer: {answer}")
 
 
-def render_result(result: dict[str, object], style: Style) -> str:
-    """The end of a turn: outcome, duration, cost, tokens."""
+def _number(value: object) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) else None  # type: ignore[arg-type]
+
+
+def turn_figures(result: dict[str, object]) -> list[str]:
+    """What a turn's result says it took: its duration, its cost and its tokens (this
+    turn's; the session's total cost, labelled, from an agent that reports only that)."""
     parts = []
-    duration = result.get("duration_ms")
-    if isinstance(duration, int | float):
+    duration = _number(result.get("duration_ms"))
+    if duration is not None:
         parts.append(short_duration(duration / 1000))
-    cost = result.get("cost_usd")
-    if isinstance(cost, int | float):
-        parts.append(f"${cost:.4f}")
+    turn_cost, total = _number(result.get("turn_cost_usd")), _number(result.get("cost_usd"))
+    if turn_cost is not None:
+        parts.append(usd(turn_cost))
     usage = result.get("usage")
     if isinstance(usage, dict):
         tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
         if isinstance(tin, int) and isinstance(tout, int):
             parts.append(f"{tin} in / {tout} out tokens")
+    if turn_cost is None and total is not None:
+        parts.append(f"total {usd(total)}")
+    return parts
+
+
+def render_result(result: dict[str, object], style: Style, failure: str | None = None) -> str:
+    """The end of a turn: how it ended, then its duration, cost and tokens.
+    ``failure``: the text of the turn's failure, reported before its result."""
+    parts = turn_figures(result)
     if was_interrupted(result):
-        head = style.yellow("⏹ turn interrupted")
+        head = style.yellow(INTERRUPTED)
+    elif failure is not None:
+        head = style.red(f"{FAILED}: {escape(failure, LINES)}")
     elif result.get("is_error") is True:
-        head = style.red("✗ turn failed")
+        head = style.red(FAILED)
     else:
-        head = style.green("✓ turn done")
+        head = style.green(DONE)
     return head + (style.dim(" · " + " · ".join(parts)) if parts else "")
 
 
@@ -218,22 +240,43 @@ class EventRenderer:
         self.width = width
         self.interactive = interactive
         self._error: str | None = None  # the text of an error event just shown
+        self._failure: str | None = None  # this turn's failure, to show with its result
 
     def render(self, event: StreamEvent) -> str | None:
-        """The lines for one event, or None when it shows nothing."""
+        """The lines for one event, or None when it shows nothing.
+
+        A failed turn is reported as an ``error`` event marked ``turn_failed``, then
+        the same text as an ``is_error`` history entry, then the turn's ``result``:
+        it is shown once, on the result's line (``✗ turn failed: TEXT · 1.2s ·
+        …``), or before the next state or message if no result comes. An error
+        event of a host older than the mark is shown as it comes (``! TEXT``)."""
         error, self._error = self._error, None
+        if event.type == "error" and (event.model_extra or {}).get("turn_failed") is True:
+            self._failure = event.error or ""
+            return None
         if event.type == "error":
             self._error = event.error
+        elif event.type == "result" and event.result is not None:
+            failure, self._failure = self._failure, None
+            return render_result(event.result, self.style, failure)
         elif event.type == "chat_entry" and event.chat_entry is not None:
             entry = event.chat_entry
-            # a failed turn's history entry repeats the error event just shown, and an
-            # interrupted one the result line that follows
+            # a failed turn's history entry repeats the error event, and an interrupted
+            # one the result line that follows
             if entry.role == "assistant" and (
-                (entry.is_error and entry.content == error)
+                (entry.is_error and entry.content in (error, self._failure))
                 or (entry.model_extra or {}).get("interrupted") is True
             ):
                 return None
-        return self._render(event)
+        text = self._render(event)
+        if self._failure is not None and (
+            event.type == "state"
+            or (event.chat_entry is not None and event.chat_entry.role == "user")
+        ):  # the turn is over without a result (or the next one begins): say how it ended
+            failed = self.style.red(f"{FAILED}: {escape(self._failure, LINES)}")
+            self._failure = None
+            text = failed if text is None else f"{failed}\n{text}"
+        return text
 
     def _render(self, event: StreamEvent) -> str | None:
         s = self.style
@@ -257,8 +300,6 @@ class EventRenderer:
             return s.dim(f"· {state}")
         if event.type == "error":
             return render_error(event, s)
-        if event.type == "result" and event.result is not None:
-            return render_result(event.result, s)
         if event.type == "permission_request" and event.request is not None:
             return render_request(event.request, event.agent_id, s, interactive=self.interactive)
         if event.type == "permission_response" and event.decision is not None:
@@ -277,9 +318,16 @@ def uptime_of(info: AgentInfo) -> str:
     return go_duration(end - info.started_at.timestamp())
 
 
-def render_status(status: StatusResponse, style: Style) -> str:
-    """``agenthost status`` as aligned key: value lines."""
+def render_status(status: StatusResponse, style: Style, branch: str | None = None) -> str:
+    """``agenthost status`` as aligned key: value lines. ``branch``: the agent runs in
+    a worktree agenthost made for it (``run --worktree``), on this branch ("" if it
+    cannot be told); None: its directory is a plain one (``cwd``)."""
     a, h = status.agent, status.host
+    if branch is None:
+        place = ("cwd", escape(a.worktree or "-"))
+    else:
+        on = f" (branch {escape(branch)})" if branch else ""
+        place = ("worktree", escape(a.worktree) + on)
     rows: list[tuple[str, str]] = [
         ("agent", escape(a.id)),
         ("state", _state(a.state, style)),
@@ -288,7 +336,7 @@ def render_status(status: StatusResponse, style: Style) -> str:
         ("project", escape(a.project or "-")),
         ("task", escape(a.task or "-")),
         ("description", escape(a.description or "-")),
-        ("worktree", escape(a.worktree)),
+        place,
         ("started", _local(a.started_at)),
         ("uptime", uptime_of(a)),
     ]
@@ -300,7 +348,7 @@ def render_status(status: StatusResponse, style: Style) -> str:
         if value is not None:
             rows.append((key.replace("_", " "), escape(str(value))))
     if a.cost_usd is not None:
-        rows.append(("cost", f"${a.cost_usd:.4f}"))
+        rows.append(("cost", usd(a.cost_usd)))
     if a.budget is not None:  # (1.4)
         rows.append(("budget", _budget(a.budget, style)))
     if a.paused_until is not None:  # (1.4)
@@ -318,10 +366,10 @@ def render_status(status: StatusResponse, style: Style) -> str:
 
 
 def _budget(budget: Budget, style: Style) -> str:
-    limits = [f"${budget.usd:.2f}" if budget.usd is not None else None]
+    limits = [usd(budget.usd) if budget.usd is not None else None]
     limits.append(f"{budget.tokens} tokens" if budget.tokens is not None else None)
     text = ", ".join(x for x in limits if x) or "no limit"
-    text += f" (spent ${budget.spent_usd:.4f}, {budget.spent_tokens} tokens)"
+    text += f" (spent {usd(budget.spent_usd)}, {budget.spent_tokens} tokens)"
     return style.red(f"{text}: {escape(budget.exceeded)}") if budget.exceeded else text
 
 

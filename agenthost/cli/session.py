@@ -123,6 +123,25 @@ class AttachSession:
         elif not self.as_json:
             click.echo(line, err=True)
 
+    def detached(self) -> None:
+        """Say that the session left the agent running, and how to come back."""
+        self.note(f"detached; the agent keeps running ({self.attach_command()})")
+
+    def attach_command(self) -> str:
+        """The command that attaches to this agent again (``--home`` when it is not
+        the one a plain ``agenthost`` finds, ``--remote`` for another machine)."""
+        import shlex
+
+        from agenthost.paths import default_home
+
+        words = ["agenthost", "attach"]
+        if self.remote is not None:
+            words += ["--remote", str(self.remote)]
+        default = default_home().absolute() if self.remote is None else None
+        if self.home is not None and self.home != default:
+            words += ["--home", str(self.home)]
+        return shlex.join([*words, self.agent_id])
+
     def show(self, event: StreamEvent) -> None:
         out = self._out or sys.stdout
         if self.as_json:

@@ -104,7 +104,7 @@ class Terminal:
                         return follow.result()
                     text = line.result()
                     if text is _DETACH:
-                        self.session.note("detached; the agent keeps running")
+                        self.session.detached()
                         return Exit.OK
                     await self._handle(str(text))
             finally:
@@ -130,7 +130,9 @@ class Terminal:
             if "\n" in command or wcswidth(what) > QUESTION_ROOM:
                 what = escape(f"{request.tool_name} {request.request_id} (shown above)")
             return s.yellow(f"allow {what}? [y/n/a(lways)] ")
-        if session.state == "running":
+        if session.state == "running" and not session.interrupt_signals:
+            # a turn under way (a plain program, --agent lines, has no turns: it "runs"
+            # for as long as it lives, and a spinner would turn for ever)
             elapsed = time.monotonic() - self._since
             frame = SPINNER[int(elapsed * 5) % len(SPINNER)]
             return s.cyan(f"{frame} working {int(elapsed)}s ") + "› "
@@ -187,17 +189,20 @@ class Terminal:
         if client is None or session.state not in RUNNING:
             session.note("nothing to interrupt (Ctrl-] detaches)")
             return
+        # said before it goes: the turn's end may come back before the answer does
+        if session.interrupt_signals:
+            session.note("sending SIGINT to the agent's processes")
+        else:
+            session.note("sending an interrupt")
         try:
             result = await client.interrupt()
         except AgentHostError as exc:
             session.note(f"cannot interrupt: {exc}", alarm=True)
             return
         if not result.sent:
-            session.note("nothing to interrupt")
-        elif result.method == "signal":
-            session.note("SIGINT sent to the agent's processes")
-        else:
-            session.note("interrupt sent")
+            session.note("nothing was running to interrupt")
+        elif result.deferred:
+            session.note("the agent gets the interrupt as soon as it can take one")
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -129,7 +129,7 @@ def web(
     serve(options, announce)
 
 
-@web.group()
+@web.group(short_help="Add, list or revoke the gateway's access tokens.")
 def token() -> None:
     """Manage the gateway's access tokens (changes apply without a restart)."""
 
@@ -143,7 +143,7 @@ def _store(home: Path | None) -> TokenStore:
     return TokenStore(resolve_home(home or parent))
 
 
-@token.command(name="add")
+@token.command(name="add", short_help="Create a token and print it (only now).")
 @click.argument("name")
 @click.option(
     "--scope",
@@ -160,7 +160,7 @@ def token_add(name: str, scopes: tuple[str, ...], home: Path | None) -> None:
     click.echo(_store(home).add(name, scopes or ("read",)))
 
 
-@token.command(name="list")
+@token.command(name="list", short_help="List the tokens' names and scopes.")
 @home_option
 @json_option
 @handle_errors
@@ -176,7 +176,7 @@ def token_list(home: Path | None, as_json: bool) -> None:
         click.echo(f"{record.name}\t{','.join(record.scopes)}")
 
 
-@token.command(name="revoke")
+@token.command(name="revoke", short_help="Delete a token: it is refused from now on.")
 @click.argument("name")
 @home_option
 @handle_errors

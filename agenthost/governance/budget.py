@@ -89,9 +89,26 @@ def turn_tokens(usage: object) -> int:
     return int(sum(_number(usage.get(name)) or 0 for name in TOKEN_FIELDS))
 
 
+USD_DIGITS = 4
+"""Significant digits an amount keeps (at least cents): a budget of $0.001 reads
+``$0.001``, never ``$0.00``."""
+
+
 def usd(amount: float) -> str:
-    """``$1.23`` (four decimals below a cent: ``$0.0042``)."""
-    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.4f}"
+    """An amount in dollars as every view shows it: cents at least (``$12.50``), and
+    below that as many decimals as :data:`USD_DIGITS` significant digits need, trailing
+    zeros dropped (``$0.001``, ``$0.00105``, ``$1.005``, ``$0.00``). Not finite: as
+    Python spells it (``$nan``), never an exception."""
+    if not math.isfinite(amount):
+        return f"${amount}"
+    digits = 2
+    if amount != 0:
+        digits = max(2, min(12, USD_DIGITS - 1 - math.floor(math.log10(abs(amount)))))
+    text = f"{amount:.{digits}f}"
+    if digits > 2:
+        text = text.rstrip("0")
+        text += "0" * (2 - len(text.partition(".")[2]))
+    return "$" + text
 
 
 def observe(state: BudgetState, result: Mapping[str, Any]) -> tuple[BudgetState, Crossing | None]:

@@ -281,6 +281,8 @@ class AgentStream:
             fields: dict[str, Any] = {"error": ev.message}
             if ev.http_status is not None:  # additive: a model API failure's status
                 fields["http_status"] = ev.http_status
+            if ev.turn_failed:  # additive: a failed turn's note, not the host's finding
+                fields["turn_failed"] = True
             return encoder.event(EventType.ERROR, offset, timestamp, fields)
         if type(ev) is TurnResult:
             return encoder.event(EventType.RESULT, offset, timestamp, {"result": ev.result})

@@ -184,10 +184,15 @@ class Factory:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, os.WNOHANG)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, *, asked: bool = False) -> None:
+        """No more orders. ``asked``: the daemon ends the factory (its own shutdown, a
+        clean Ctrl-C): that is no warning; a factory that went by itself is one."""
         if self.gone is None:
             self.gone = reason
-            log.warning("factory.gone", pid=self.pid, reason=reason)
+            if asked:
+                log.info("factory.closed", pid=self.pid)
+            else:
+                log.warning("factory.gone", pid=self.pid, reason=reason)
         while self._answers:
             future = self._answers.popleft()
             if not future.done():
@@ -202,7 +207,7 @@ class Factory:
     def close(self) -> None:
         """End the factory (it exits when its socket closes; hosts it started live on)
         and reap it, waiting up to a second for it to end."""
-        self._fail("the host factory was closed")
+        self._fail("the host factory was closed", asked=True)
         if self._reader is not None:
             self._reader.cancel()
         self._sock.close()

@@ -324,3 +324,16 @@ def test_a_stuck_factory_is_killed_and_the_host_execd(world: DaemonWorld) -> Non
     assert psutil.Process(spawned["host_pid"]).ppid() == daemon.pid
     wait_for(lambda: pid_gone(factory.pid), what="the stuck factory killed")
     assert [p.pid for p in serve_processes("h1")] == [spawned["host_pid"]]
+
+
+def test_a_clean_ctrl_c_of_the_daemon_warns_of_nothing(world: DaemonWorld) -> None:
+    # issue 28: the daemon closing its own factory was logged as `factory.gone`, a warning
+    daemon = world.start_daemon("--scan-interval", "0")
+    factory_of(daemon)
+    os.killpg(daemon.pid, signal.SIGINT)  # what Ctrl-C sends: the terminal's whole group
+    assert daemon.wait_exit() == 0
+    levels = [
+        json.loads(line)["level"] for line in daemon.log().splitlines() if line.startswith("{")
+    ]
+    assert "warning" not in levels and "error" not in levels, daemon.log()
+    assert daemon.events("factory.closed") and not daemon.events("factory.gone")

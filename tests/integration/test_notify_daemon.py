@@ -280,3 +280,20 @@ def test_a_requested_stop_is_not_a_death(world: DaemonWorld, server: Sink) -> No
     (got,) = server.wait(1, "/hook")
     assert got.json()["agent_id"] == "n10"  # n9 stopped first, and said nothing
     assert {r.json()["agent_id"] for r in server.of()} == {"n10"}
+
+
+def test_an_agent_killed_mid_turn_sends_one_notice(world: DaemonWorld, server: Sink) -> None:
+    # issue 28: `failed` (the host's "agent exited" error, mid-turn), then `died`, for
+    # one death; a failed turn is what the agent reports, the death is `died`
+    configure(world, '[notify]\ndelay = "0s"\n' + hook(server))
+    world.start_daemon("--scan-interval", "0")
+    spawn_demo(world, "n11")
+    with host(world, "n11") as conn:
+        assert conn.request("host.send", {"input": "/sleep 120"})["success"]
+    wait_for(lambda: world.agents()["n11"]["state"] == "running", what="a turn under way")
+    os.kill(world.agents()["n11"]["agent_pid"], signal.SIGKILL)
+    (got,) = server.wait(1, "/hook")
+    assert (got.json()["kind"], got.json()["title"]) == ("died", "n11 died (signal SIGKILL)")
+    rows = wait_for(lambda: [r for r in ledger(world) if r[3] == "sent"], what="recorded")
+    assert [r[:2] for r in ledger(world)] == [("n11", "died")]
+    assert rows == [("n11", "died", "hook", "sent", 1, None)]

@@ -158,7 +158,10 @@ def test_no_config_asks_for_everything(home: Path) -> None:
         ("[[policy.rule]]\ndecision = 'maybe'\n", "policy.rule[1].decision"),
         ("[[policy.rule]]\ndecision = 'allow'\ncommand_regex = '('\n", "not a regular expression"),
         ("[policy]\nask_timeout = 'soon'\n", "policy.ask_timeout"),
-        ("[polcy]\n", "polcy: unknown key"),
+        ("[polcy]\n", "polcy: unknown key (did you mean 'policy'?)"),
+        # issue 28: said without the key it meant, and a link born expired passed
+        ("[notify]\ndelai = 3\n", "notify.delai: unknown key (did you mean 'delay'?)"),
+        ("[web]\nlink_ttl = '0s'\n", "web.link_ttl: must be more than 0 seconds"),
     ],
 )
 def test_a_bad_config_is_named_with_its_key(home: Path, text: str, named: str) -> None:
@@ -182,11 +185,17 @@ def test_config_check_hides_secrets(home: Path) -> None:
     )
     out = ah(home, "config", "check")
     assert out.returncode == 0 and "s3cr3t" not in out.stdout
-    assert "1 channel(s): hook (webhook)" in out.stdout
+    assert "1 channel(s): hook (webhook); events: waiting, failed, died; after 10s" in out.stdout
     assert "public_url https://box.example:8765" in out.stdout
     checked = ah_json(home, "config", "check")
     assert checked["notify"]["channels"]["hook"]["secret"] == "(set)"
     assert "s3cr3t" not in json.dumps(checked)
+
+
+def test_a_zero_delay_is_valid_and_said_to_notify_at_once(home: Path) -> None:
+    (home / "config.toml").write_text("[notify]\ndelay = 0\n")
+    out = ah(home, "config", "check")
+    assert out.returncode == 0 and "; at once (delay 0)" in out.stdout
 
 
 def test_respond_session_then_history_and_export(home: Path, host_factory: HostFactory) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hosttools import PY, HostProc, history, wait_for
+from hosttools import PY, HostProc, attached, events_until, history, is_result, results, wait_for
 
 HostFactory = Callable[..., HostProc]  # the host_factory fixture of tests/conftest.py
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -93,12 +93,49 @@ def test_ctrl_c_interrupts_the_turn_and_the_agent_lives(
     host = demo(host_factory)
     term.start(f"{ATTACH} d1")
     term.wait("Ctrl-] detaches")
-    term.type("/sleep 120")
-    term.wait("working")  # the live indicator
-    term.keys("03")  # Ctrl-C
-    screen = term.wait("⏹ turn interrupted")  # not "failed"
-    assert "interrupt sent" in screen
+    # the note comes first, every time (issue 28: it used to race the turn's end, and
+    # a third of the time came after it), and the turn reads "interrupted" only
+    for n in range(1, 6):
+        term.type(f"/sleep {120 + n}")
+        term.wait(f"● Bash(sleep {120 + n})")
+        term.wait("working")  # the live indicator
+        term.keys("03")  # Ctrl-C
+        wait_for(lambda n=n: term.screen().count("⏹ turn interrupted") == n, what=f"end {n}")
+    lines = [line.rstrip() for line in term.screen().splitlines()]
+    notes = [i for i, line in enumerate(lines) if line == "── sending an interrupt"]
+    ends = [i for i, line in enumerate(lines) if line.startswith("⏹ turn interrupted · ")]
+    assert len(notes) == len(ends) == 5
+    assert all(note < end for note, end in zip(notes, ends, strict=True)), lines
+    assert not any("failed" in line for line in lines)
     assert host.agent()["state"] == "idle" and host.agent()["pid"] > 0
+
+
+def test_turn_endings_read_one_way_with_this_turns_cost(
+    host_factory: HostFactory, term: Tmux
+) -> None:
+    # issue 28: a failed turn's text twice (`! TEXT`, then `✗ turn failed`), and
+    # `turn done · $cost` showing the session's running total beside one turn's tokens
+    from agenthost.governance.budget import usd
+
+    host = demo(host_factory)
+    term.start(f"{ATTACH} d1")
+    term.wait("Ctrl-] detaches")
+    for n, text in enumerate(["one two", "three four five"], start=1):
+        term.type(text)
+        wait_for(lambda n=n: term.screen().count("✓ turn done") == n, what=f"turn {n} done")
+    term.type("/error")
+    screen = term.wait("✗ turn failed")
+    lines = [line.rstrip() for line in screen.splitlines()]
+    (failed,) = [line for line in lines if "API Error: 500 demo failure" in line]
+    assert failed.startswith("✗ turn failed: API Error: 500 demo failure · ")
+    assert not any(line.startswith("!") or "(success)" in line for line in lines)
+    done = [line for line in lines if line.startswith("✓ turn done · ")]
+    with attached(host, offset=0) as conn:
+        turns = results(events_until(conn, lambda e: is_result(e) and e["result"]["is_error"]))
+    assert turns[1]["cost_usd"] > turns[1]["turn_cost_usd"] > 0  # a total, and a turn's
+    for line, result in zip(done, turns, strict=False):
+        assert f" · {usd(result['turn_cost_usd'])} · " in line, (line, result)
+        assert f" · {result['usage']['input_tokens']} in / " in line
 
 
 ECHO = ["sh", "-c", 'while read -r l; do echo "got: $l"; done']  # a lines agent
@@ -120,6 +157,17 @@ def test_one_ctrl_c_on_a_lines_agent_only_asks(host_factory: HostFactory, term: 
     screen = term.wait("got: still here")  # the agent lives and answers
     assert "killed by SIGINT" not in screen and "EXIT=" not in screen
     assert host.agent()["state"] == "running" and host.agent()["pid"] > 0
+
+
+def test_a_lines_agent_has_no_turns_and_no_spinner(host_factory: HostFactory, term: Tmux) -> None:
+    # a plain program "runs" for as long as it lives: a spinner turned for ever (issue 28)
+    echo_agent(host_factory)
+    term.start(f"{ATTACH} web")
+    term.wait("Ctrl-] detaches")
+    term.type("are you there")
+    screen = term.wait("got: are you there")  # the prompt was drawn many times by now
+    assert "working" not in screen and not any(c in screen for c in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+    assert screen.rstrip().splitlines()[-1].startswith("›")
 
 
 def test_two_ctrl_c_send_sigint_to_a_lines_agent(host_factory: HostFactory, term: Tmux) -> None:
@@ -166,7 +214,9 @@ def test_detach_keys_leave_the_agent_running(host_factory: HostFactory, term: Tm
     term.wait("Ctrl-] detaches")
     term.keys(DETACH)
     screen = term.wait("EXIT=")
-    assert "detached; the agent keeps running" in screen and "EXIT=0" in screen
+    # ...and says how to come back
+    assert "── detached; the agent keeps running (agenthost attach d1)" in screen
+    assert "EXIT=0" in screen
     assert host.agent()["state"] == "idle"
     term.start(f"{ATTACH} d1")  # Ctrl-D on an empty line does the same
     term.wait("Ctrl-] detaches")

@@ -34,6 +34,7 @@ def test_a_failed_turn_is_an_error_event_and_in_history(
     assert kinds == ["chat_entry", "error", "chat_entry", "result"]  # the send first
     (error,) = [e for e in events if e["type"] == "error"]
     assert error["error"] == "API Error: 500 demo failure" and error["http_status"] == 500
+    assert error["turn_failed"] is True  # the agent's failed turn, not the host's finding
     (result,) = [e["result"] for e in events if e["type"] == "result"]
     assert result["is_error"] is True and "interrupted" not in result
     assert host.agent()["last_error"] == "API Error: 500 demo failure"
@@ -50,10 +51,9 @@ def test_a_failed_turn_is_an_error_event_and_in_history(
     attach = run(home, "attach", "f1", "--no-follow")
     assert attach.returncode == 0, attach.stderr
     assert attach.stdout.count("API Error: 500 demo failure") == 1
-    assert "! API Error: 500 demo failure" in attach.stdout
-    assert "✗ turn failed" in attach.stdout
+    assert "✗ turn failed: API Error: 500 demo failure · " in attach.stdout
     history = run(home, "history", "f1")
-    assert "✗ API Error: 500 demo failure" in history.stdout
+    assert "✗ turn failed: API Error: 500 demo failure" in history.stdout
 
 
 def test_an_interrupted_turn_is_shown_as_interrupted(host_factory: HostFactory, home: Path) -> None:

@@ -116,8 +116,28 @@ def test_an_unchanged_budget_says_so() -> None:
     assert change(BudgetState(usd=1.0), usd=1.0)[1] == "limits unchanged"
 
 
-def test_amounts_read_well() -> None:
-    assert (usd(0), usd(0.004), usd(0.0123), usd(12.5)) == ("$0.00", "$0.0040", "$0.01", "$12.50")
+AMOUNTS = [
+    (0, "$0.00"),
+    (0.001, "$0.001"),  # a budget of $0.001 read $0.00 (issue 28)
+    (0.0009, "$0.0009"),
+    (0.00105, "$0.00105"),
+    (0.004, "$0.004"),
+    (0.0123, "$0.0123"),
+    (0.1234567, "$0.1235"),  # four significant digits
+    (0.1 + 0.2, "$0.30"),  # cents at least, no float noise
+    (1.005, "$1.005"),
+    (12.5, "$12.50"),
+    (1234.5, "$1234.50"),
+    (1e-7, "$0.0000001"),
+    (1e9, "$1000000000.00"),
+    (float("nan"), "$nan"),  # never raises
+    (float("inf"), "$inf"),
+]
+
+
+@pytest.mark.parametrize(("amount", "text"), AMOUNTS)
+def test_amounts_read_exactly_enough(amount: float, text: str) -> None:
+    assert usd(amount) == text
 
 
 def test_the_record_of_agent_info() -> None:

@@ -112,8 +112,36 @@ def test_an_empty_file_is_the_defaults() -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("[notify]\ndelai = 3", "notify.delai: unknown key"),
+        ("[notify]\ndelai = 3", "notify.delai: unknown key (did you mean 'delay'?)"),
         ("colour = 1", "colour: unknown key"),
+        ("notfy = 1", "notfy: unknown key (did you mean 'notify'?)"),
+        ('[web]\nlink_tll = "1h"', "web.link_tll: unknown key (did you mean 'link_ttl'?)"),
+        (
+            "[[policy.rule]]\ncomand = 'x'",
+            "policy.rule[1].comand: unknown key (did you mean 'command'?)",
+        ),
+        (
+            "[[notify.override]]\nagent = 'a'\nchanels = []",
+            "override[1].chanels: unknown key (did you mean 'channels'?)",
+        ),
+        (
+            '[notify.channels.p]\ntype = "ntfy"\nurl = "http://x"\nprioity = 3',
+            "p.prioity: unknown key (did you mean 'priority'?)",
+        ),
+        (
+            '[notify.channels.p]\ntype = "pager"\nurll = 1',
+            "does not match any of the expected tags",
+        ),
+        ("[notify.channels]\np = 3", "notify.channels.p: Input should be"),
+        # nothing close: no guess
+        ("[notify]\nzzzzzz = 1\n[web]\nlink_ttl = 0", "notify.zzzzzz: unknown key; web."),
+        ('[web]\nlink_ttl = "0s"', "web.link_ttl: must be more than 0 seconds"),
+        ("[web]\nlink_ttl = 0", "web.link_ttl: must be more than 0 seconds"),
+        (
+            '[notify.channels.c]\ntype = "command"\nargv = ["x"]\ntimeout = "0m"',
+            "c.timeout: must be more",
+        ),
+        ('[notify.channels.d]\ntype = "desktop"\ntimeout = 0', "d.timeout: must be more"),
         ('[[policy.rule]]\ndecision = "maybe"', "policy.rule[1].decision"),
         ('[[policy.rule]]\ntool = "Bash"', "policy.rule[1].decision: Field required"),
         ('[notify.channels.p]\ntype = "ntfy"\nurl = "ftp://x"', "notify.channels.p.url"),
@@ -146,6 +174,11 @@ def test_a_bad_file_is_refused_with_what_and_where(text: str, says: str) -> None
         parse_config(text, "home/config.toml")
     assert caught.value.message.startswith("home/config.toml: ")
     assert says in caught.value.message
+
+
+def test_a_zero_delay_is_allowed_it_notifies_at_once() -> None:
+    config = parse_config('[notify]\ndelay = "0s"\n[[notify.override]]\nagent = "a"\ndelay = 0')
+    assert config.notify.delay == 0 and config.notify.for_agent("a", "").delay == 0
 
 
 def test_many_errors_are_summed_up() -> None:

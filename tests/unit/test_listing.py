@@ -55,7 +55,7 @@ def test_columns_without_a_daemon() -> None:
     headers, rows = table_rows(hosts, {})
     assert headers == ["agent", "state", "backend", "project", "task", "pid", "uptime", "cost"]
     assert [r[0] for r in rows] == ["a", "b", "c"]  # sorted by id
-    assert rows[1] == ["b", "idle", "claude", "web", "T-1", "42", "1m30s", "$0.0123"]
+    assert rows[1] == ["b", "idle", "claude", "web", "T-1", "42", "1m30s", "$0.01234"]
     assert rows[0][-1] == "-"  # no cost reported yet
     assert rows[2][:2] == ["c", "stale"]  # a socket whose lock is free
 
@@ -101,7 +101,8 @@ def test_spawn_spec_env_values_are_redacted_for_listing() -> None:
 
 def test_cost_text() -> None:
     assert cost_text(None) == "-"
-    assert cost_text(0.0) == "$0.0000"
+    assert cost_text(0.0) == "$0.00"
+    assert cost_text(0.00042) == "$0.00042"
     assert cost_text(12.345) == "$12.35"
 
 

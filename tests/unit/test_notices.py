@@ -56,12 +56,16 @@ class World:
             self.emit("permission_request", request=request)
         elif what == "answer":
             self.emit("permission_response", decision={"request_id": args[0], "behavior": "allow"})
-        elif what == "error":
-            self.emit("error", error="boom")
+        elif what == "error":  # a failed turn, as every adapter reports it
+            self.emit("error", error="boom", turn_failed=True)
+        elif what == "host-error":  # what the host saw: here the agent's death
+            self.emit("error", error="agent exited with signal SIGKILL")
         elif what == "old-error":
-            self.emit("error", age=1000.0, error="boom")
+            self.emit("error", age=1000.0, error="boom", turn_failed=True)
         elif what == "result-error":
             self.emit("result", result={"is_error": True, "result": "API error"})
+        elif what == "result-interrupted":
+            self.emit("result", result={"is_error": True, "interrupted": True})
         elif what == "result-ok":
             self.emit("result", result={"is_error": False})
         elif what == "exit":
@@ -120,6 +124,12 @@ CASES: list[tuple[str, tuple[NoticeKind, ...], list[tuple[Any, ...]], list[tuple
     ("an error while idle is no failed turn", DEFAULT, [(0, "state", "idle"), (1, "error")], []),
     ("a replayed error", DEFAULT, [(0, "state", "running"), (1, "old-error")], []),
     ("failed not chosen", ("waiting",), [(0, "state", "running"), (1, "error")], []),
+    ("killed mid-turn: one notice, died", DEFAULT, [(0, "state", "running"), (1, "host-error"),
+     (1, "state", "error"), (1, "exit", "error", False)], [("died", 0)]),
+    ("an error the host saw is no failed turn", DEFAULT, [(0, "state", "running"),
+     (1, "host-error"), (2, "state", "idle")], []),
+    ("an interrupt is no failure", DEFAULT, [(0, "state", "running"), (1, "result-interrupted")],
+     []),
     ("died in error", DEFAULT, [(0, "state", "error"), (0, "exit", "error", False)], [("died", 0)]),
     ("a stop is no death", DEFAULT, [(0, "state", "error"), (0, "exit", "error", True)], []),
     ("a clean exit is no death", DEFAULT, [(0, "state", "done"), (0, "exit", "done", False)], []),
@@ -187,7 +197,7 @@ def test_window_grows_with_the_delay() -> None:
     assert window(10) == 80 and window(0) == 60
     world = World(delay=100)
     world.emit("state", age=250.0, state="running")
-    world.emit("error", age=250.0, error="x")  # 250 s old, window 260 s
+    world.emit("error", age=250.0, error="x", turn_failed=True)  # 250 s old, window 260 s
     assert [n.kind for n in world.out] == ["failed"]
 
 

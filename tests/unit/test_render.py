@@ -53,7 +53,8 @@ EVENTS: dict[str, StreamEvent] = {
         result={
             "is_error": False,
             "duration_ms": 2500,
-            "cost_usd": 0.0123,
+            "cost_usd": 0.0523,
+            "turn_cost_usd": 0.0123,
             "usage": {"input_tokens": 100, "output_tokens": 50},
         },
     ),
@@ -92,7 +93,7 @@ def test_stderr_is_always_shown(structured: bool) -> None:
         ("state error", "· error"),
         ("error", "! agent exited with exit code 1"),
         ("api error", "! overloaded (HTTP 529)"),
-        ("failed turn", "✗ API Error: 500 oops"),
+        ("failed turn", "✗ turn failed: API Error: 500 oops"),
         ("result", "✓ turn done · 2.5s · $0.0123 · 100 in / 50 out tokens"),
     ],
 )
@@ -179,22 +180,71 @@ def test_error_event_shows_the_http_status_once(status: object, expected: str) -
     assert EventRenderer(PLAIN, structured=True).render(event) == expected
 
 
+FAILED_RESULT = _event(
+    "result", result={"subtype": "success", "is_error": True, "duration_ms": 0, "turn_cost_usd": 0}
+)
+
+
 def test_a_failed_turn_is_shown_once_in_attach_and_kept_in_history() -> None:
-    # the host publishes the error event, then the same text as a history entry
+    # the host publishes the error event, then the same text as a history entry, then
+    # the result: one line, in the words of docs/agents.md, the text once (issue 28)
     renderer = EventRenderer(PLAIN, structured=True)
     failed = EVENTS["failed turn"]
+    marked = _event("error", error="API Error: 500 oops", turn_failed=True)
+    assert renderer.render(marked) is None
+    assert renderer.render(failed) is None
+    assert renderer.render(_event("output", data="{}")) is None
+    assert renderer.render(FAILED_RESULT) == "✗ turn failed: API Error: 500 oops · 0.0s · $0.00"
+    assert renderer.render(FAILED_RESULT) == "✗ turn failed · 0.0s · $0.00"  # no text twice
+    # a host older than the mark: the error as it came, the entry not again
     assert renderer.render(_event("error", error="API Error: 500 oops")) == "! API Error: 500 oops"
     assert renderer.render(failed) is None
     # on its own (attached after the error event) the entry is shown
-    assert renderer.render(failed) == "✗ API Error: 500 oops"
+    assert renderer.render(failed) == "✗ turn failed: API Error: 500 oops"
     # the "turn interrupted" entry: the result line says it
     assert renderer.render(INTERRUPTED) is None
     # history shows both
     assert failed.chat_entry is not None
-    assert render_entry(failed.chat_entry, PLAIN) == "✗ API Error: 500 oops"
+    assert render_entry(failed.chat_entry, PLAIN) == "✗ turn failed: API Error: 500 oops"
     interrupted = INTERRUPTED.chat_entry
     assert interrupted is not None
     assert render_entry(interrupted, PLAIN) == "⏹ turn interrupted"
+
+
+def test_a_failed_turn_without_a_result_is_said_before_what_follows() -> None:
+    renderer = EventRenderer(PLAIN, structured=True)
+    assert renderer.render(_event("error", error="codex turn failed", turn_failed=True)) is None
+    assert (
+        renderer.render(_event("state", state="idle")) == "✗ turn failed: codex turn failed\n· idle"
+    )
+    assert renderer.render(_event("state", state="running")) == "· running"
+    assert renderer.render(_event("error", error="again", turn_failed=True)) is None
+    user = _chat(role="user", content="next")
+    assert renderer.render(user) == "✗ turn failed: again\n› next"
+
+
+def test_an_interrupted_turn_never_also_reads_failed() -> None:
+    renderer = EventRenderer(PLAIN, structured=True)
+    assert renderer.render(INTERRUPTED) is None
+    result = {"subtype": "error_during_execution", "is_error": True, "interrupted": True}
+    assert renderer.render(_event("result", result=result)) == "⏹ turn interrupted"
+
+
+@pytest.mark.parametrize(
+    ("result", "figures"),
+    [
+        # this turn's cost and tokens, never the session's total beside a turn's tokens
+        ({"cost_usd": 0.0009, "turn_cost_usd": 0.0005, "usage": {"input_tokens": 40,
+          "output_tokens": 21}}, "$0.0005 · 40 in / 21 out tokens"),
+        # a host that reports only the total: labelled so
+        ({"cost_usd": 0.0009, "usage": {"input_tokens": 40, "output_tokens": 21}},
+         "40 in / 21 out tokens · total $0.0009"),
+        ({"cost_usd": "free", "turn_cost_usd": float("nan"), "duration_ms": True}, ""),
+    ],
+)  # fmt: skip
+def test_a_turn_shows_its_own_cost(result: dict[str, object], figures: str) -> None:
+    line = render_result(result, PLAIN)
+    assert line == "✓ turn done" + (f" · {figures}" if figures else "")
 
 
 @pytest.mark.parametrize("name", ["user", "tool call", "tool error", "state", "error", "result"])
@@ -260,7 +310,7 @@ def test_render_status_plain() -> None:
     assert values["pid"] == "-"
     assert values["uptime"] == "1h2m3s"
     assert values["exit code"] == "-9 (SIGKILL)"
-    assert values["cost"] == "$0.5000"
+    assert values["cost"] == "$0.50"
     assert values["last error"] == "boom"
     assert values["socket"] == "/s.sock"
     # values start in one column

@@ -253,6 +253,7 @@ PARSE_TABLE: dict[str, tuple[str, list[AdapterEvent]]] = {
                     "duration_api_ms": 2100,
                     "num_turns": 3,
                     "cost_usd": 0.0123,
+                    "turn_cost_usd": 0.0123,
                     "usage": {"input_tokens": 100, "output_tokens": 50},
                     "session_id": "sess-1",
                 }
@@ -272,7 +273,7 @@ PARSE_TABLE: dict[str, tuple[str, list[AdapterEvent]]] = {
         RESULT_ERROR,
         [
             # no text and no errors: the subtype is the message
-            ErrorNote("error_during_execution"),
+            ErrorNote("error_during_execution", turn_failed=True),
             Chat({"role": "assistant", "content": "error_during_execution", "is_error": True}),
             TurnResult(
                 {
@@ -282,6 +283,7 @@ PARSE_TABLE: dict[str, tuple[str, list[AdapterEvent]]] = {
                     "duration_api_ms": 0,
                     "num_turns": 1,
                     "cost_usd": 0.001,
+                    "turn_cost_usd": 0.001,
                     "usage": {"input_tokens": 1, "output_tokens": 0},
                     "session_id": "sess-2",
                 }
@@ -300,7 +302,7 @@ PARSE_TABLE: dict[str, tuple[str, list[AdapterEvent]]] = {
     "result is_error with text": (
         RESULT_API_ERROR,
         [
-            ErrorNote("API Error: 500 overloaded"),
+            ErrorNote("API Error: 500 overloaded", turn_failed=True),
             Chat({"role": "assistant", "content": "API Error: 500 overloaded", "is_error": True}),
             TurnResult({"subtype": "success", "is_error": True, "session_id": "sess-3"}),
             InfoUpdate({"turns": 1, "session_id": "sess-3"}),
@@ -816,3 +818,22 @@ def test_history_entry_from_chat_validates() -> None:
     entry = HistoryEntry.model_validate({**chat.entry, "timestamp": datetime.now(UTC)})
     assert (entry.role, entry.tool_name, entry.tool_input) == ("tool", "Bash", "ls -la")
     assert entry.input == BASH_USE["input"]
+
+
+def _totals(*totals: object) -> list[object]:
+    parser = StreamJsonParser()
+    out = []
+    for total in totals:
+        events = parser.parse(
+            _line({"type": "result", "subtype": "success", "total_cost_usd": total})
+        )
+        out += [e.result.get("turn_cost_usd") for e in events if isinstance(e, TurnResult)]
+    return out
+
+
+def test_each_result_says_what_its_turn_cost() -> None:
+    # total_cost_usd is the process's so far (Claude Code, the demo): a turn's cost is
+    # what it added; the attach line shows it, not the total (issue 28)
+    assert _totals(0.0004, 0.0009, 0.0009, 0.002) == [0.0004, 0.0005, 0.0, 0.0011]
+    # a total that went down started again; garbage is no total and changes nothing
+    assert _totals(0.5, 0.2, "x", None, -1, True, 0.3) == [0.5, 0.2, None, None, None, None, 0.1]
