@@ -4,9 +4,12 @@ history; and what an agent page says before any message (Chromium, real demo hos
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+
+from test_browser_garbage import MARKUP, chat, event, fulfil, sse
 
 from browser import agenthost, log_in, open_agent, start_and_open
 from webtools import Gateway
@@ -148,3 +151,42 @@ def test_a_message_from_elsewhere_ends_the_empty_page(
     agenthost(home, "send", "a1", "from the terminal")
     expect(page.locator(".entry.role-user").last).to_contain_text("from the terminal")
     expect(page.locator("#no-messages")).to_be_hidden()
+
+
+def test_garbage_turn_endings_show_what_makes_sense_once(page: Page, gateway: Gateway) -> None:
+    log_in(page, str(gateway.token))
+    body = sse(
+        chat(1, role="user", content="one"),
+        event(2, "result", result={"is_error": "maybe", "interrupted": "yes", "subtype": 5}),
+        chat(3, role="user", content="two"),
+        event(4, "error", error=MARKUP),
+        chat(5, role="assistant", is_error=True, content=MARKUP),
+        event(6, "result", result={"is_error": True, "subtype": "success"}),
+        chat(7, role="user", content="three"),
+        event(8, "result", result={"is_error": True, "terminal_reason": ["aborted"]}),
+        chat(9, role="user", content="four"),
+        event(10, "result", result={"is_error": True, "terminal_reason": "aborted_tools"}),
+        chat(11, role="user", content="five"),
+        chat(12, role="assistant", interrupted="true", content="a string is not a mark"),
+        chat(13, role="assistant", is_error=True, content={"an": "object"}),
+        event(14, "error", error="a host error, not the turn's"),
+        event(15, "result", result={"is_error": True}),
+    )
+    agent = "**/api/agents/odd"
+    page.route(f"{agent}/events*", fulfil(lambda _route: body, "text/event-stream"))
+    page.route(agent, fulfil(json.dumps({"agent": {"id": "odd", "state": "idle"}})))
+    page.route(f"{agent}/pending", fulfil(json.dumps({"requests": []})))
+    page.goto(gateway.url + "#/agent/odd")
+    expect(page.locator('#log [data-offset="13"]')).to_be_attached()
+    assert turn_lines(page) == [
+        "turn done",  # not a boolean is not an error, nor an interrupt
+        f"turn failed: {MARKUP}",  # as text, once: the error event made way for it
+        "turn failed: the agent did not say why",  # a result alone
+        "turn interrupted",  # Claude Code's aborted_* terminal reasons
+        'turn failed: {"an":"object"}',  # the turn's own line: its result adds none
+    ]
+    expect(page.locator(".entry.error-event")).to_have_count(1)  # the host's own error
+    expect(page.locator('[data-offset="12"].msg')).to_contain_text("a string is not a mark")
+    assert page.locator("#log").inner_text().count(MARKUP) == 1
+    assert page.locator("#log img, #log script").count() == 0
+    assert page.evaluate("window.__pwned === undefined")
