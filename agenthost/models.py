@@ -146,6 +146,9 @@ class AgentInfo(OpenModel):
     reset time, and a margin)."""
     paused_reason: str | None = None
     """(1.4) In state ``paused``: the limit the agent hit, in its own words."""
+    last_event_at: Timestamp | None = None
+    """When the host published the agent's newest stream event: its last activity
+    (what it said or did, a state it entered). Additive; hosts before it leave it out."""
 
 
 class Budget(OpenModel):

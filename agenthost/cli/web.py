@@ -14,6 +14,10 @@ from agenthost.log import LEVELS
 if TYPE_CHECKING:
     from agenthost.web.tokens import TokenStore
 
+MORE_TOKENS = "`agenthost web token add NAME --scope send --scope respond`"
+"""How to make a token that can talk to agents and answer them (the default scope of
+``token add`` only reads): the first start's line says it, and the login page."""
+
 
 @click.group(invoke_without_command=True)
 @click.option(
@@ -74,7 +78,8 @@ def web(
 ) -> None:
     """Serve the web page and the HTTP API of the agents (loopback by default).
 
-    The first start of a home creates the token `admin` and prints it once.
+    The first start of a home creates the token `admin` and prints it once, when the
+    gateway listens.
     """
     if ctx.invoked_subcommand is not None:
         ctx.obj = home
@@ -117,12 +122,14 @@ def web(
         raise click.UsageError(refusal)
     configure_logging(log_level)
     store = TokenStore(root)
-    if not store.exists():
-        token = store.add("admin", ["admin"])
-        click.echo(f"token admin: {token}")
-        click.echo("(shown once: keep it; `agenthost web token add` makes more)", err=True)
 
     def announce(url: str) -> None:
+        # Only now, listening: a start that cannot listen (a port in use) must not
+        # spend the first token, which is printed once.
+        if not store.exists():
+            token = store.add("admin", ["admin"])
+            click.echo(f"token admin: {token}")
+            click.echo(f"(shown once: keep it; {MORE_TOKENS} makes more)", err=True)
         click.echo(f"listening on {url}")
         sys.stdout.flush()
 

@@ -677,6 +677,7 @@ class Host:
             budget=self.budgets.model() if self.budgets is not None else None,
             paused_until=_dt(self.pauses.until) if self.pauses and self.pauses.until else None,
             paused_reason=self.pauses.reason if self.pauses and self.pauses.paused else None,
+            last_event_at=self.stream.last_event_at,
             **fields,
         )
 

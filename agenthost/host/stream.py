@@ -111,6 +111,8 @@ class AgentStream:
         self.encoder = EventEncoder(agent_id)
         self.state = AgentState.STARTING
         self.info: dict[str, Any] = {}  # additive AgentInfo fields
+        self.last_event_at: str | None = None
+        """When the newest event was published (RFC 3339): the agent's last activity."""
         # request id -> (what the adapter needs to answer, what clients see)
         self.pending: dict[str, tuple[PermissionAsk, dict[str, Any]]] = {}
 
@@ -142,8 +144,9 @@ class AgentStream:
         for entry in entries:
             self.history.append(entry, len(entry.get("content") or "") + 200)
 
-    def _commit(self, first: int, chunks: list[bytes]) -> None:
+    def _commit(self, first: int, chunks: list[bytes], timestamp: str) -> None:
         """Journal a batch, then broadcast it (the journal first: see the module doc)."""
+        self.last_event_at = timestamp
         data = b"".join(chunks)
         failure = None
         if self.journal is not None:
@@ -161,9 +164,10 @@ class AgentStream:
     def publish_lines(self, lines: list[bytes], stream: str) -> None:
         """The hot path: one ``output`` event per raw line, no adapter involved."""
         first = self.ring.next_offset
-        chunks = self.encoder.output_lines(first, now_rfc3339(), lines, stream)
+        timestamp = now_rfc3339()
+        chunks = self.encoder.output_lines(first, timestamp, lines, stream)
         self.ring.extend(chunks, list(map(len, chunks)))
-        self._commit(first, chunks)
+        self._commit(first, chunks, timestamp)
 
     def publish_stdout(self, lines: list[bytes], adapter: Adapter) -> None:
         """Stdout lines through the adapter (raw lines only, for passthrough ones)."""
@@ -207,7 +211,7 @@ class AgentStream:
             ring.append(data, len(data))
             chunks.append(data)
         if chunks:
-            self._commit(first, chunks)
+            self._commit(first, chunks, timestamp)
         return first
 
     def _with_consequences(self, events: list[AdapterEvent]) -> Iterator[AdapterEvent]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import resource
 import signal
 import socket
@@ -82,8 +83,14 @@ def bind(host: str, port: int) -> socket.socket:
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
-        why = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-        raise ConfigError(f"cannot listen on {host}:{port}: {why}") from exc
+        where = f"[{host}]" if ":" in host else host
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"cannot listen on {where}:{port}: in use",
+                hint=f"another program (another `agenthost web`?) has that port: give "
+                f"--listen {where}:0 for any free port (printed), or choose one",
+            ) from exc
+        raise ConfigError(f"cannot listen on {where}:{port}: {exc.strerror}") from exc
     return sock
 
 
@@ -242,6 +249,9 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
     )
     gw.streams = StreamSlots(caps)
     config = make_config(make_app(gw), options, caps)
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # uvicorn's own lines (process started, shutting down) repeat the web.* events
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     sock = bind(options.host, options.port)
     port = sock.getsockname()[1]
 
@@ -255,7 +265,10 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
         await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
         if server.started:
-            log.info("web.listening", url=url(options, port), remotes=list(options.remotes))
+            # A person on a terminal reads the line announce() prints; the log says it
+            # where no one does (a service, whose stdout is not kept).
+            listening = log.debug if sys.stdout.isatty() else log.info
+            listening("web.listening", url=url(options, port), remotes=list(options.remotes))
             announce(url(options, port))
             sd_notify("READY=1")
         await task

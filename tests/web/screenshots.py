@@ -5,9 +5,11 @@ Run by hand from the checkout (it needs /usr/bin/chromium and Playwright)::
     .venv/bin/python tests/web/screenshots.py [OUTDIR]
 
 It starts demo hosts and a gateway in a temporary home, gives the agents something to
-show (a finished turn, a permission question, a long turn), then writes
-``web-overview.png`` (desktop), ``web-agent.png`` (desktop) and ``web-phone.png`` (a
-390x844 phone) into OUTDIR (default: docs/img). Everything it started ends with it.
+show (a finished turn, a permission question, a long turn, turns interrupted and
+failed), then writes ``web-overview.png`` (desktop), ``web-agent.png`` (desktop),
+``web-phone.png`` (a 390x844 phone) and ``web-turns.png`` (the ends of turns, and the
+way back to newer entries, on a phone) into OUTDIR (default: docs/img). Everything it
+started ends with it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,30 @@ from webtools import start_gateway  # noqa: E402
 def settle(page: Page) -> None:
     """Wait until the page shows its last answer (no half-drawn screenshot)."""
     expect(page.locator("#conn")).to_be_hidden()
+
+
+def turns(page: Page, home: Path, hosts: list[HostProc]) -> None:
+    """On ``page``: an agent's interrupted, failed and good turns, read from above while
+    it says more (the New messages button)."""
+    hosts.append(start_host(home, "review-pr", "--project", "api", "--task", "Review PR 42"))
+    page.goto(page.url.split("#")[0] + "#/agent/review-pr")
+    send = page.locator("#input")
+    send.fill("/sleep 600")
+    send.press("Enter")
+    expect(page.locator("#agent-state")).to_have_text("running")
+    page.locator("#interrupt").click()
+    expect(page.locator(".entry.result")).to_have_count(1)
+    for text, count in [("/error", 2), ("Is the retry loop bounded?", 3)]:
+        send.fill(text)
+        send.press("Enter")
+        expect(page.locator(".entry.result")).to_have_count(count)
+    page.mouse.move(195, 300)
+    page.mouse.wheel(0, -150)  # reading above: what comes next waits below
+    expect(page.locator("#jump")).to_be_hidden()
+    agenthost(home, "send", "review-pr", "And the timeout?")
+    expect(page.locator("#jump")).to_be_visible()
+    expect(page.locator(".entry.result")).to_have_count(4)
+    settle(page)
 
 
 def main(outdir: Path) -> None:
@@ -76,6 +102,8 @@ def main(outdir: Path) -> None:
             expect(phone.locator(".entry.permission button.allow")).to_be_visible()
             settle(phone)
             phone.screenshot(path=str(outdir / "web-phone.png"))
+            turns(phone, home, hosts)
+            phone.screenshot(path=str(outdir / "web-turns.png"))
             phone.context.close()
     finally:
         if gateway is not None:
@@ -83,7 +111,7 @@ def main(outdir: Path) -> None:
         for host in hosts:
             kill_tree(host.proc)
         shutil.rmtree(home, ignore_errors=True)
-    for name in ["web-overview.png", "web-agent.png", "web-phone.png"]:
+    for name in ["web-overview.png", "web-agent.png", "web-phone.png", "web-turns.png"]:
         print(outdir / name)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from agenthost.web.app import STATIC
 
 from hosttools import wait_for
@@ -118,3 +120,24 @@ def test_allow_host_adds_a_name_the_browser_may_use(gateway_factory: GatewayFact
     api = gw.client()
     assert api.get("/api/me", headers={"Host": "agents.example"}).status_code == 200
     assert api.get("/api/me", headers={"Host": "other.example"}).status_code == 403
+
+
+def test_an_agents_last_activity_is_the_time_of_its_newest_event(
+    gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host = host_factory("w6")
+    api = gateway.client()
+    api.post("/api/agents/w6/send", json={"input": "hi"})
+    host.wait_state("idle")
+    head = api.get("/api/agents/w6/history", params={"limit": 1}).json()["offset"]
+    with api.stream("GET", "/api/agents/w6/events", params={"after": head - 1}) as response:
+        newest = next(sse_events(response)).json()
+    assert newest["offset"] == head
+    status = api.get("/api/agents/w6").json()["agent"]
+    listed = next(i for i in api.get("/api/agents").json() if i["key"] == "w6")["agent"]
+
+    def when(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    assert when(status["last_event_at"]) == when(newest["timestamp"])
+    assert listed["last_event_at"] == status["last_event_at"]

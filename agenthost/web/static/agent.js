@@ -55,12 +55,22 @@ export function showAgent(page, key) {
     )
   );
 
-  // The stream starts with the last events: the history has what came before.
+  // The stream starts with the last events: the history has what came before, when
+  // the first event shown is not the stream's first (or the oldest entries were trimmed).
   let noneEarlier = false;
   const earlier = h(
     "button",
     { type: "button", class: "quiet earlier", id: "earlier", hidden: true, onclick: showEarlier },
     "Earlier messages"
+  );
+  const empty = h(
+    "p",
+    { class: "empty conversation-empty", id: "no-messages", hidden: true },
+    page.can("send")
+      ? "No messages yet: write to the agent below " +
+          "(Enter sends, Shift+Enter starts a new line)."
+      : "No messages yet. This token may only read: " +
+          "a token with the send scope can write to the agent."
   );
   const conversation = new Conversation(key, {
     canRespond: page.can("respond"),
@@ -76,8 +86,10 @@ export function showAgent(page, key) {
     },
     onResult: () => refreshStatus(),
     onAdd: () => {
-      if (!noneEarlier) earlier.hidden = conversation.firstOffset() <= 1;
+      empty.hidden = true;
+      showEarlierButton();
     },
+    onFirst: () => showEarlierButton(),
     backend: () => backend,
   });
 
@@ -104,16 +116,21 @@ export function showAgent(page, key) {
       task
     ),
     earlier,
+    empty,
     ...conversation.elements(),
     h(
       "div",
       { class: "dock" },
+      conversation.jump,
       notice,
       confirmRow,
       form,
       h("div", { class: "actions" }, interruptButton, stopButton)
     )
   );
+
+  // The newest entries stay in sight while the person is at the bottom, whatever grows.
+  conversation.watch([page.app]);
 
   if (!page.can("send")) {
     for (const el of [input, sendButton, interruptButton]) {
@@ -124,6 +141,10 @@ export function showAgent(page, key) {
   if (!page.can("admin")) {
     stopButton.disabled = true;
     stopButton.title = "stopping needs an admin token";
+  }
+
+  function showEarlierButton() {
+    earlier.hidden = noneEarlier || !conversation.hasEarlier();
   }
 
   function showNotice(text) {
@@ -173,10 +194,14 @@ export function showAgent(page, key) {
     if (!text.trim()) return;
     sendButton.disabled = true;
     showNotice("");
+    // whoever sends reads the newest entries: the view goes (and stays) at the bottom
+    conversation.followNext();
     try {
       await api("POST", agentPath(key, "/send"), { input: text });
-      if (input.value === text) input.value = "";
-      conversation.followNext();
+      if (input.value === text) {
+        input.value = "";
+        fitInput();
+      }
     } catch (err) {
       showNotice(`Not sent: ${err.message}`);
     } finally {
@@ -190,10 +215,12 @@ export function showAgent(page, key) {
       form.requestSubmit();
     }
   });
-  input.addEventListener("input", () => {
+  /** The input box as tall as its text (up to 160 px: then it scrolls). */
+  function fitInput() {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 160)}px`;
-  });
+  }
+  input.addEventListener("input", fitInput);
 
   async function interrupt() {
     showNotice("");
@@ -227,9 +254,9 @@ export function showAgent(page, key) {
     try {
       const history = await api("GET", agentPath(key, `/history?limit=${limit}`));
       const entries = history && Array.isArray(history.entries) ? history.entries : [];
-      conversation.prepend(entries);
-      // Fewer than asked for: the history has nothing older.
-      if (entries.length < limit) {
+      const added = conversation.prepend(entries);
+      // Fewer than asked for, or none older: the history has nothing older.
+      if (entries.length < limit || !added) {
         noneEarlier = true;
         earlier.hidden = true;
       }
@@ -241,6 +268,18 @@ export function showAgent(page, key) {
   }
 
   // ---- the stream -----------------------------------------------------------------
+
+  /** Say so when the agent's history holds no message yet (until one comes). */
+  async function showIfEmpty() {
+    let history;
+    try {
+      history = await api("GET", agentPath(key, "/history?limit=1"));
+    } catch (err) {
+      return;
+    }
+    const none = history && Array.isArray(history.entries) && !history.entries.length;
+    if (!closed && none && !conversation.log.childElementCount) empty.hidden = false;
+  }
 
   async function loadPending() {
     const before = conversation.openRequests();
@@ -268,7 +307,10 @@ export function showAgent(page, key) {
       },
       status: (live) => {
         page.connection("agent", live);
-        if (live) loadPending();
+        if (live) {
+          loadPending();
+          if (empty.hidden) showIfEmpty();
+        }
       },
       check: async () => {
         try {
@@ -293,6 +335,7 @@ export function showAgent(page, key) {
   return {
     close() {
       closed = true;
+      conversation.unwatch();
       if (stream) stream.close();
     },
   };

@@ -104,8 +104,10 @@ function showLogin(message = "") {
     h(
       "p",
       { class: "hint" },
-      "Printed once when the gateway first started, or made with ",
-      h("code", {}, "agenthost web token add NAME"),
+      "The admin token was printed once, when the gateway first started. Make another " +
+        "(it may send to agents and answer them) with ",
+      // the command agenthost/cli/web.py MORE_TOKENS names too (a test compares them)
+      h("code", {}, "agenthost web token add NAME --scope send --scope respond"),
       "."
     )
   );

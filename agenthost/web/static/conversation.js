@@ -3,14 +3,13 @@
 // GET /api/agents/KEY/events. Agent data only ever becomes text, and what hides in
 // it or turns it around (ESC, bidi controls...) shows as a marker (dom.js visible()).
 
-import { clock, dollars, h, visible } from "./dom.js";
+import { clock, h, visible } from "./dom.js";
+import { Follow } from "./follow.js";
 
 /** Entries kept on screen; older ones leave it (the agent's history keeps them all). */
 export const MAX_ENTRIES = 1000;
 /** A tool result longer than this many lines is folded (a tap unfolds it). */
 const FOLD_LINES = 12;
-/** How close to the bottom (pixels) still counts as reading the newest entries. */
-const NEAR_BOTTOM = 80;
 
 /** A state as a class name (agent data never becomes more than a word there). */
 export function stateClass(state) {
@@ -99,19 +98,40 @@ function choiceClass(choice) {
 
 const OUTCOME = { allow: "allowed", deny: "denied", cancelled: "withdrawn" };
 
+/** A turn as the stream tells it: whether its end was shown, and its error event. */
+function newTurn() {
+  return { ended: false, error: null };
+}
+
+/**
+ * Whether a turn's result says an interrupt ended it: `interrupted` (the host's), or
+ * before that field existed Claude Code's `aborted_*` terminal reasons and Codex's
+ * subtype (as agenthost/cli/render.py was_interrupted()).
+ */
+function wasInterrupted(result) {
+  if (result.interrupted === true || result.subtype === "interrupted") return true;
+  const reason = result.terminal_reason;
+  return typeof reason === "string" && reason.startsWith("aborted");
+}
+
 /**
  * The conversation of one agent. `hooks`: canRespond (bool), respond(id, choice) (a
  * promise: POST .../respond), onState(state), onResult(), onAdd() (an entry was
- * added below), and backend() (which events are the conversation: a plain program's
- * output is).
+ * added below), onFirst() (the stream's first event came: hasEarlier() knows), and
+ * backend() (which events are the conversation: a plain program's output is).
  */
 export class Conversation {
   constructor(key, hooks) {
     this.hooks = hooks;
     this.lastOffset = 0;
+    /** The offset of the first event the stream delivered (0 before): the tail the
+     * page asked for starts there, and what is older is in the history. */
+    this.firstDelivered = 0;
     this.lastClock = "";
-    this.follow = true;
-    this.scrollQueued = false;
+    /** What the stream said of the current turn (its end line shown, its error). */
+    this.turn = newTurn();
+    /** The view's pinned-to-the-bottom rule (a Follow), once watch() made it. */
+    this.follow = null;
     // role "log": a screen reader reads new entries as they come, politely.
     this.log = h("ol", { class: "log", id: "log", role: "log" });
     this.trimmed = h(
@@ -123,6 +143,27 @@ export class Conversation {
     );
     /** Requests still pending that the events shown do not include (older ones). */
     this.pending = h("div", { class: "pending-area", id: "pending" });
+    /** Shown while the person reads above and newer entries came: back to the bottom. */
+    this.jump = h(
+      "button",
+      { type: "button", class: "jump", id: "jump", hidden: true, onclick: () => this.followNext() },
+      "New messages ↓"
+    );
+  }
+
+  /**
+   * Keep the newest entries in sight while the person is at the bottom, whatever in
+   * `watched` (elements) grows (follow.js); until unwatch().
+   */
+  watch(watched) {
+    this.follow = new Follow(watched, (pinned) => {
+      if (pinned) this.jump.hidden = true;
+    });
+  }
+
+  /** Stop watching (the view closes). */
+  unwatch() {
+    if (this.follow) this.follow.close();
   }
 
   /** The elements to put on the page, in order. */
@@ -145,6 +186,10 @@ export class Conversation {
     // A second guard against repeats, after the gateway's own: an offset shows once.
     if (!Number.isInteger(offset) || offset <= this.lastOffset) return;
     this.lastOffset = offset;
+    if (!this.firstDelivered) {
+      this.firstDelivered = offset;
+      this.hooks.onFirst();
+    }
     const node = this.render(offset, event);
     if (node) this.add(node);
   }
@@ -184,7 +229,7 @@ export class Conversation {
   render(offset, event) {
     switch (event.type) {
       case "chat_entry":
-        return this.chatEntry(offset, event);
+        return this.liveEntry(offset, event);
       case "permission_request":
         if (!isRequest(event.request)) return null;
         for (const extra of this.pending.querySelectorAll(".permission")) {
@@ -204,14 +249,17 @@ export class Conversation {
           event.timestamp,
           `The agent ended (${event.state}).`
         );
-      case "error":
-        return this.entry(
+      case "error": {
+        const node = this.entry(
           offset,
           "error-event",
           event.timestamp,
           h("div", { class: "label" }, "error"),
           h("div", { class: "text" }, visible(str(event.error)))
         );
+        this.turn.error = { node, text: str(event.error) };
+        return node;
+      }
       case "result":
         this.hooks.onResult();
         return this.resultLine(offset, event);
@@ -228,6 +276,23 @@ export class Conversation {
     }
   }
 
+  /**
+   * A chat entry of the live stream. A failed turn is reported twice by the host (an
+   * `error` event, then the history entry with the same text): its line takes the
+   * place of the error shown just above it.
+   */
+  liveEntry(offset, event) {
+    const e = event.chat_entry;
+    if (e && typeof e === "object" && e.role === "assistant") {
+      if (e.is_error === true && this.turn.error && this.turn.error.text === str(e.content)) {
+        this.lastShownError(this.turn);
+      }
+      if (e.is_error === true || e.interrupted === true) this.turn.ended = true;
+    }
+    if (e && typeof e === "object" && e.role === "user") this.turn = newTurn();
+    return this.chatEntry(offset, event);
+  }
+
   // ---- entries --------------------------------------------------------------------
 
   /** The offset of the oldest entry shown; 0 when none is. */
@@ -237,12 +302,22 @@ export class Conversation {
   }
 
   /**
+   * Whether the history may hold entries older than those shown: the stream began
+   * after the agent's first event (the page asks for the last ones), or the oldest
+   * entries left the screen.
+   */
+  hasEarlier() {
+    return this.firstDelivered > 1 || !this.trimmed.hidden;
+  }
+
+  /**
    * Put the chat entries of the agent's history (oldest first, each with its offset)
    * that are older than the oldest one shown above it, where the reader stays; how
    * many there were.
    */
   prepend(entries) {
-    const first = this.firstOffset();
+    // older than the oldest shown, or (none shown) than the first event delivered
+    const first = this.firstOffset() || this.firstDelivered;
     const older = entries.filter(
       (e) => e && typeof e === "object" && Number.isInteger(e.offset) && e.offset < first
     );
@@ -262,29 +337,20 @@ export class Conversation {
   }
 
   add(node) {
-    const el = document.scrollingElement;
-    if (!this.scrollQueued) {
-      this.follow = el.scrollHeight - el.scrollTop - el.clientHeight < NEAR_BOTTOM;
-    }
     this.log.appendChild(node);
     if (this.log.childElementCount > MAX_ENTRIES) {
       this.log.firstElementChild.remove();
       this.trimmed.hidden = false;
     }
     this.hooks.onAdd();
-    // Whoever reads the newest entries keeps seeing them; whoever scrolled up stays.
-    if (this.follow && !this.scrollQueued) {
-      this.scrollQueued = true;
-      requestAnimationFrame(() => {
-        this.scrollQueued = false;
-        el.scrollTop = el.scrollHeight;
-      });
-    }
+    // Whoever reads the newest entries keeps seeing them (the Follow sees the log
+    // grow); whoever scrolled up stays there, and is told that newer ones came.
+    if (this.follow && !this.follow.pinned) this.jump.hidden = false;
   }
 
-  /** Scroll to the newest entries with the next one (after the user sent something). */
+  /** Go to the newest entries and stay with them (the person sent something). */
   followNext() {
-    this.follow = true;
+    if (this.follow) this.follow.pin();
   }
 
   /** The time of an entry when it differs from the one above (a turn is one minute). */
@@ -332,6 +398,12 @@ export class Conversation {
       if (typeof e.tool_use_id === "string") call.dataset.toolUseId = e.tool_use_id;
       return call;
     }
+    if (e.role === "assistant" && e.interrupted === true) {
+      return this.turnEnd(offset, "interrupted", time, "turn interrupted");
+    }
+    if (e.role === "assistant" && e.is_error === true) {
+      return this.failedLine(offset, str(e.content), time);
+    }
     const role = typeof e.role === "string" ? e.role : "other";
     // what the agent says shows what hides in it; the user's own words stay as typed
     const text = role === "user" ? str(e.content) : visible(str(e.content));
@@ -362,14 +434,46 @@ export class Conversation {
     return line;
   }
 
+  /**
+   * The end of a turn, in the words the terminal and docs/agents.md use too:
+   * `turn done`, `turn interrupted`, `turn failed: <the error text>`.
+   */
+  turnEnd(offset, outcome, time, ...words) {
+    return this.entry(offset, `result turn-end ${outcome}`, time, h("span", {}, ...words));
+  }
+
+  /** A failed turn's line: its error text, once. */
+  failedLine(offset, text, time) {
+    return this.turnEnd(offset, "failed", time, "turn failed: ", visible(text));
+  }
+
+  /**
+   * A `result` event. An interrupted or failed turn has its line already (from the
+   * history entry the host recorded for it, which `history` keeps too): a second
+   * one would say it twice. A result alone (an agent that reported nothing else) gets
+   * its line here.
+   */
   resultLine(offset, event) {
     const r = event.result && typeof event.result === "object" ? event.result : {};
-    const failed = r.is_error === true;
-    const words = [failed ? "turn failed" : "turn done"];
-    if (failed && typeof r.subtype === "string") words.push(`(${r.subtype})`);
-    if (dollars(r.cost_usd)) words.push(dollars(r.cost_usd));
-    const kind = `result${failed ? " failed" : ""}`;
-    return this.entry(offset, kind, event.timestamp, h("span", {}, words.join(" ")));
+    const turn = this.turn;
+    this.turn = newTurn();
+    const time = event.timestamp;
+    const interrupted = wasInterrupted(r);
+    if (!interrupted && r.is_error !== true) return this.turnEnd(offset, "done", time, "turn done");
+    if (turn.ended) return null;
+    if (interrupted) return this.turnEnd(offset, "interrupted", time, "turn interrupted");
+    const error = this.lastShownError(turn);
+    return this.failedLine(offset, error || "the agent did not say why", time);
+  }
+
+  /**
+   * The text of the turn's error event when it is the last entry shown, which then
+   * leaves the log (the failed turn's line says it); "" else.
+   */
+  lastShownError(turn) {
+    if (!turn.error || turn.error.node !== this.log.lastElementChild) return "";
+    turn.error.node.remove();
+    return turn.error.text;
   }
 
   // ---- permission requests --------------------------------------------------------

@@ -13,6 +13,12 @@ function isObject(value) {
   return Boolean(value) && typeof value === "object" && !Array.isArray(value);
 }
 
+/** The latest of RFC 3339 times (milliseconds); NaN when none is one. */
+function newest(...times) {
+  const found = times.map(when).filter(Number.isFinite);
+  return found.length ? Math.max(...found) : NaN;
+}
+
 /** What one list item says, in the page's terms. */
 export function describe(item) {
   const agent = isObject(item.agent) ? item.agent : null;
@@ -26,17 +32,16 @@ export function describe(item) {
   else if (daemon && typeof daemon.status === "string") state = daemon.status;
   else state = "unknown";
   const pending = agent && Number.isInteger(agent.pending_requests) ? agent.pending_requests : 0;
-  // The newest moment known of the agent, and what happened then.
-  let last = { at: NaN, what: "" };
-  for (const [what, time] of [
-    ["started", agent?.started_at],
-    ["started", isObject(item.host) ? item.host.started_at : undefined],
-    ["active", daemon?.updated_at],
-    ["ended", agent?.ended_at],
-    ["ended", daemon?.ended_at],
-  ]) {
-    const at = when(time);
-    if (Number.isFinite(at) && !(at <= last.at)) last = { at, what };
+  // The newest moment known of the agent, and what happened then: the host's time of
+  // its newest event (the daemon's own times say when the daemon looked, not when
+  // the agent did something), else when it started; an agent that ended since says so.
+  const started = newest(agent?.started_at, isObject(item.host) ? item.host.started_at : null);
+  const active = when(agent?.last_event_at);
+  const ended = newest(agent?.ended_at, daemon?.ended_at);
+  let last = Number.isFinite(started) ? { at: started, what: "started" } : { at: NaN, what: "" };
+  if (Number.isFinite(active) && !(active <= started)) last = { at: active, what: "active" };
+  if (Number.isFinite(ended) && !(ended < started)) {
+    last = { at: Number.isFinite(last.at) ? Math.max(ended, last.at) : ended, what: "ended" };
   }
   const spec = daemon && isObject(daemon.spec) ? daemon.spec : {};
   const text = (...values) => values.find((v) => typeof v === "string" && v) || "";
@@ -50,6 +55,8 @@ export function describe(item) {
     pending,
     cost: agent ? agent.cost_usd : undefined,
     last,
+    /** Whether the agent's host reports its last activity (older hosts do not). */
+    reportsActivity: Number.isFinite(active),
     task: text(agent?.task, agent?.description, spec.task),
     backend: text(agent?.backend, spec.agent),
     project: text(agent?.project, spec.project),
@@ -74,8 +81,8 @@ export class AgentList {
     this.page = page;
     this.rows = null; // nothing received yet
     this.listeners = new Set();
-    // When the page saw each agent change (state, pending requests, cost): an activity
-    // later than the list's own times, which say when an agent started or ended.
+    // When the page saw each agent change (state, pending requests, cost): its last
+    // activity as far as the page knows, for hosts that do not report their own.
     this.seen = new Map();
     this.stream = null;
     this.timer = null;
@@ -153,7 +160,9 @@ export class AgentList {
       if (!before) this.seen.set(row.key, { sig, at: 0 });
       else if (before.sig !== sig) this.seen.set(row.key, { sig, at: now });
       const changed = this.seen.get(row.key).at;
-      if (changed && !(changed <= row.last.at)) row.last = { at: changed, what: "active" };
+      if (changed && !row.reportsActivity && !(changed <= row.last.at)) {
+        row.last = { at: changed, what: "active" };
+      }
     }
     rows.sort((a, b) => Number(b.needsYou) - Number(a.needsYou) || a.key.localeCompare(b.key));
     this.rows = rows;
@@ -199,6 +208,11 @@ export function showOverview(page, agents) {
   };
 }
 
+/** A value of the card's second line with its name, as `agenthost list` heads it. */
+function field(kind, name, value) {
+  return h("span", { class: kind }, h("span", { class: "key" }, `${name} `), value);
+}
+
 function card(row, now) {
   const href = `#/agent/${encodeURIComponent(row.key)}`;
   return h(
@@ -229,12 +243,16 @@ function card(row, now) {
         "div",
         { class: "line2 muted" },
         row.machine ? h("span", { class: "machine" }, `@ ${row.machine}`) : null,
-        row.task ? h("span", { class: "task" }, row.task) : null,
-        row.backend ? h("span", {}, row.backend) : null,
-        row.project ? h("span", {}, row.project) : null,
+        row.task ? field("task", "task", row.task) : null,
+        row.backend ? field("backend", "backend", row.backend) : null,
+        row.project ? field("project", "project", row.project) : null,
         dollars(row.cost) ? h("span", { class: "cost" }, dollars(row.cost)) : null,
         Number.isFinite(row.last.at)
-          ? h("span", { class: "last" }, `${row.last.what} ${ago(row.last.at, now)}`)
+          ? h(
+              "span",
+              { class: "last", title: new Date(row.last.at).toISOString() },
+              `${row.last.what} ${ago(row.last.at, now)}`
+            )
           : null
       ),
       row.error && row.state !== "idle" ? h("div", { class: "line3 error" }, row.error) : null
