@@ -130,14 +130,17 @@ async def _answered(client: AsyncClient, link: Link, asked: Asked) -> _Refusal:
     """Why a request that is no longer pending is so: who answered it first, and how
     (its ``permission`` history entry), else gone."""
     history = await client.history(HISTORY_LIMIT)
-    for entry in reversed(history.entries):
+    asked_at = _parse(link.created_at)
+    # the first decision on this id since the request was asked is this request's: a
+    # restarted agent may ask again under the same id, and that answer is not ours
+    for entry in history.entries:
         decision: Any = getattr(entry, "decision", None)
         if entry.role != "permission" or not isinstance(decision, dict):
             continue
         if decision.get("request_id") != link.request_id:
             continue
-        if entry.timestamp < _parse(link.created_at):
-            break  # a request of the same id before this one's: not ours
+        if entry.timestamp < asked_at:
+            continue  # a request of the same id before this one's: not ours
         behavior = str(decision.get("behavior", ""))
         actor = str(decision.get("actor", "someone"))
         asked = dataclasses.replace(asked, tool_name=entry.tool_name or asked.tool_name)

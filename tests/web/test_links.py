@@ -229,6 +229,16 @@ def test_a_link_of_an_agent_restarted_since_is_gone(
     assert [e["content"] for e in permission_entries(gateway)] == [
         "cancelled by host: the agent exited"
     ]
+    # the restarted demo asks again under the same request id, and is answered: the old
+    # link still speaks of its own request (cancelled), not of the new one's answer
+    again = ask(gateway)
+    assert again["request_id"] == request["request_id"]
+    answer = {"request_id": again["request_id"], "decision": "allow"}
+    assert gateway.client().post("/api/agents/a1/respond", json=answer).status_code == 200
+    wait_for(lambda: len(permission_entries(gateway)) == 2, what="the new answer recorded")
+    still = follow(gateway, tok)
+    assert still.status_code == 404 and still.json()["code"] == "gone", still.text
+    assert "withdrawn (cancelled by host: the agent exited)" in still.json()["error"]
 
 
 @pytest.mark.parametrize("origin", ["https://evil.example", "null", "http://127.0.0.1:1"])
