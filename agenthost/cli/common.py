@@ -193,8 +193,10 @@ def home_option(func: Callable[P, R]) -> Callable[P, R]:
     """``--home DIR`` (default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost)."""
     return click.option(
         "--home",
-        # a str first: Path("") would already be "." and an empty --home undetectable
-        type=click.Path(file_okay=False),
+        # a str first: Path("") would already be "." and an empty --home undetectable;
+        # no click check of its own: a file is refused by _home_value, as for the variable
+        type=click.Path(),
+        metavar="DIRECTORY",
         callback=_home_value,
         default=None,
         help="State directory [default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost, "
@@ -203,14 +205,20 @@ def home_option(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _home_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Path | None:
-    from agenthost.paths import check_home
+    """``--home``, or the home of the environment, checked before anything runs: an
+    empty ``--home``, or a home that is a file (given either way), is a usage error with
+    one message (:func:`agenthost.paths.check_directory`)."""
+    from agenthost.paths import HOME_ENV, check_home, resolve_home
 
-    if value is None:
-        return None
     try:
-        return check_home(value)
+        if value is not None:
+            return check_home(value)
+        resolve_home(None)
     except AgentHostError as exc:
-        raise click.BadParameter(exc.message) from exc
+        given = os.environ.get(HOME_ENV, "").strip()
+        source = None if value is not None else (HOME_ENV if given else "XDG_STATE_HOME")
+        raise click.BadParameter(exc.message, param_hint=source and repr(source)) from exc
+    return None
 
 
 _REMOTE_HELP = (
@@ -343,12 +351,11 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
         except AgentHostError as exc:
             home = kwargs.get("home")
             local = not kwargs.get("remote") and not kwargs.get("remotes")
-            fail(
-                exc,
-                as_json=bool(kwargs.get("as_json")),
-                # the hints of a local home say nothing of another machine's
-                home=resolve_home(home) if local and isinstance(home, Path | None) else None,
-            )
+            root = None
+            if local and isinstance(home, Path | None):  # (another machine's: no hints)
+                with contextlib.suppress(AgentHostError):  # (a home that is a file)
+                    root = resolve_home(home)
+            fail(exc, as_json=bool(kwargs.get("as_json")), home=root)
 
     return wrapper
 
@@ -430,7 +437,10 @@ def complete_agent_ids(ctx: click.Context, param: click.Parameter, incomplete: s
     from agenthost.paths import journals_dir
 
     home = ctx.params.get("home")
-    root = resolve_home(home if isinstance(home, Path) else None)
+    try:
+        root = resolve_home(home if isinstance(home, Path) else None)
+    except AgentHostError:  # a home that is a file: nothing to complete
+        return []
     ids: set[str] = set()
     with contextlib.suppress(OSError):
         ids |= {a for p in hosts_dir(root).iterdir() if (a := agent_id_from_socket(p))}
