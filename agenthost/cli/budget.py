@@ -10,6 +10,7 @@ from typing import Literal
 import click
 
 from agenthost.cli.common import (
+    USD,
     complete_agent_ids,
     handle_errors,
     home_option,
@@ -24,7 +25,7 @@ from agenthost.textsafe import escape
 
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
-@click.option("--usd", type=click.FloatRange(min=0, max=1e9), default=None, help="The USD limit.")
+@click.option("--usd", type=USD, default=None, help="The USD limit (dollars).")
 @click.option(
     "--tokens", type=click.IntRange(min=0, max=10**15), default=None, help="The token limit."
 )

@@ -93,6 +93,30 @@ def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str
     return pairs
 
 
+class UsdAmount(click.ParamType[float, Any]):
+    """A USD limit (``--budget-usd``, ``budget --usd``): a finite number of dollars
+    from 0 to a billion, by the rule of :func:`agenthost.governance.budget.usd_limit`
+    (NaN, infinities and negatives are usage errors, exit 2)."""
+
+    name = "usd"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "USD"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        from agenthost.governance.budget import USD_RULE, usd_limit
+
+        try:
+            return usd_limit(value if isinstance(value, float) else float(value))
+        except ValueError:  # (the rule, with what was typed: "1e400", not inf)
+            self.fail(f"{USD_RULE}, not {value!r}", param, ctx)
+
+
+USD = UsdAmount()
+
+
 def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     """What ``serve`` and ``run`` both take to describe an agent: ``--agent-id``,
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
@@ -133,10 +157,10 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
         click.option("--resume", default=None, help="Resume this session (agents that can)."),
         click.option(
             "--budget-usd",
-            type=click.FloatRange(min=0, max=1e9),
+            type=USD,
             default=None,
-            help="Interrupt the agent and refuse sends once its turns cost this much "
-            "(agenthost budget raises it).",
+            help="Interrupt the agent and refuse sends once its turns cost this many "
+            "dollars (agenthost budget raises it).",
         ),
         click.option(
             "--budget-tokens",

@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from agenthost.errors import InvalidAgentId, ProtocolError
-from agenthost.models import OpenModel, PeerModel, Timestamp
+from agenthost.models import OpenModel, PeerModel, Timestamp, UsdLimit
 from agenthost.paths import validate_agent_id
 from agenthost.protocol import (
     AgentState,
@@ -168,7 +168,7 @@ class SpawnSpec(PeerModel):
     ring_bytes: StrictInt | None = Field(default=None, ge=1024)
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
     # 1.4
-    budget_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, strict=True)
+    budget_usd: UsdLimit | None = None
     budget_tokens: StrictInt | None = Field(default=None, ge=0, le=10**15)
     worktree: StrictStr | None = Field(default=None, max_length=250)
     """Run the agent in a git worktree of its own of ``repo``, on this branch (created
