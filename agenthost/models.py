@@ -143,6 +143,10 @@ class AgentInfo(OpenModel):
     """True when the agent ended after a stop was requested (``host.stop``, SIGTERM to
     the host), even when the stop had to kill it."""
     last_error: str | None = None
+    start_error: str | None = None
+    """(1.4) Why the agent could not be started at all (its program was not found or
+    is not executable, its directory is gone): it never ran, and ``run`` and ``serve
+    --detach`` report the start as failed."""
     session_id: str | None = None
     model: str | None = None
     cost_usd: float | None = None

@@ -7,7 +7,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 import click
 
 from agenthost.errors import (
+    AgentCannotStart,
     AgentHostError,
     AgentNotRunning,
     BudgetExceeded,
@@ -29,6 +30,7 @@ from agenthost.errors import (
     RemoteError,
     RequestTimeout,
     UnknownRequest,
+    WorktreeError,
 )
 from agenthost.paths import agent_id_from_socket, hosts_dir, journal_dir, resolve_home
 
@@ -58,11 +60,19 @@ class Exit(IntEnum):
     """``--remote``: the machine could not be reached (ssh failed) or has no agenthost."""
     OVER_BUDGET = 12
     """The agent is over its budget: the send was refused (``agenthost budget``)."""
+    CANNOT_START = 13
+    """``serve``, ``run``: the agent's program is not installed (not on PATH), not
+    executable, or could not be spawned; nothing runs."""
+    WORKTREE = 14
+    """``run --worktree``: the daemon could not make the agent's worktree (a branch
+    checked out elsewhere, git refused, the setup failed); nothing runs."""
 
 
 def exit_code_for(exc: AgentHostError) -> Exit:
     """The exit status for an error (most specific class first)."""
     for cls, code in (
+        (AgentCannotStart, Exit.CANNOT_START),
+        (WorktreeError, Exit.WORKTREE),
         (UnknownRequest, Exit.UNKNOWN_REQUEST),
         (BudgetExceeded, Exit.OVER_BUDGET),
         (LimitReached, Exit.BUSY),
@@ -193,6 +203,25 @@ def check_adapter(
     params = parse_pairs(agent_opts, "--agent-opt")
     make_adapter(kind, AdapterOptions(resume=resume, params=params)).build_command(command)
     return params
+
+
+def check_installed(
+    kind: str,
+    resume: str | None,
+    params: Mapping[str, str],
+    command: tuple[str, ...],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+) -> None:
+    """AgentCannotStart (exit 13) before anything starts when the agent's program is not
+    on this command's PATH (with ``env``, the agent's extra variables), from ``cwd``: the
+    message says what is missing and how to install it."""
+    from agenthost.agents import AdapterOptions, make_adapter
+    from agenthost.agents.programs import check_argv
+
+    adapter = make_adapter(kind, AdapterOptions(resume=resume, params=dict(params)))
+    check_argv(adapter, adapter.build_command(command), cwd=str(cwd), env=os.environ, agent_env=env)
 
 
 def check_agent(
@@ -415,6 +444,9 @@ def _diagnose(home: Path) -> str | None:
                 f"`kill -USR1 {pid if isinstance(pid, int) else '<pid>'}` re-creates it"
             )
         return f"a host for {agent_id!r} is alive ({who}) but does not answer: stopped or busy?"
+    waiting = _daemon_says(home, agent_id)
+    if waiting is not None:
+        return waiting
     # the host ended, its agent's conversation did not: it is on disk
     export = (
         f"; its journal is still there: `agenthost export {agent_id}` prints its conversation"
@@ -442,6 +474,37 @@ def _diagnose(home: Path) -> str | None:
     if known:
         return "running agents: " + ", ".join(known[:10]) + (" ..." if len(known) > 10 else "")
     return "no host is running; start one with `agenthost serve --agent-id ID`"
+
+
+def _daemon_says(home: Path, agent_id: str) -> str | None:
+    """Why an agent the daemon knows has no host, when the daemon knows better than the
+    hosts directory: it waits in the queue, for a restart, or the daemon gave up on it
+    (its program is not installed...)."""
+    from agenthost.client import run_blocking
+    from agenthost.daemon.client import daemon_alive
+    from agenthost.daemon.files import registry_path
+    from agenthost.inventory import known_agents_async
+
+    if not daemon_alive(home) and not registry_path(home).exists():
+        return None  # (no daemon ever ran here: nothing to ask)
+    try:
+        records, _ = run_blocking(known_agents_async(home))
+    except AgentHostError:
+        return None
+    record = next((r for r in records if r.agent_id == agent_id), None)
+    if record is None:
+        return None
+    stop = f"`agenthost stop {agent_id}`"
+    if record.status == "queued":
+        return (
+            f"{agent_id!r} is queued: the daemon starts it when a place frees "
+            f"(--max-agents); {stop} takes it out of the queue"
+        )
+    if record.status == "restarting":
+        return f"the daemon restarts {agent_id!r} after its failure; {stop} calls that off"
+    if record.status == "failed" and record.last_error:
+        return f"the daemon gave up on {agent_id!r}: {record.last_error}"
+    return None
 
 
 def use_color(stream: Any = None) -> bool:

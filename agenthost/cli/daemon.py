@@ -13,6 +13,7 @@ from agenthost.cli.common import (
     agent_options,
     check_adapter,
     check_agent,
+    check_installed,
     complete_agent_ids,
     handle_errors,
     home_option,
@@ -341,10 +342,19 @@ def run(
             check_branch(worktree)
         except ConfigError as exc:
             raise click.BadParameter(exc.message, param_hint="--worktree") from None
+    if worktree is not None and remote is None:  # a usage error, before anything starts
+        from agenthost.daemon.worktrees import find_repo
+
+        find_repo(str(repo or Path.cwd()))
     if remote is None:
+        from agenthost.daemon.client import daemon_alive
+
         root: Path | None
         root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
-        where: str | None = str((cwd or Path.cwd()).absolute())
+        here = str((cwd or Path.cwd()).absolute())
+        if not daemon_alive(root):  # the one started now has our PATH; a running one checks
+            check_installed(kind, resume, params, command, cwd=here, env=parse_pairs(env))
+        where: str | None = here
     else:  # the home and the directory are the remote's: only the adapter is checked here
         validate_agent_id(remember_agent_id(agent_id))
         root, params = home, check_adapter(kind, resume, agent_opts, command)

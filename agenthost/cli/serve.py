@@ -15,6 +15,7 @@ from agenthost.cli.common import (
     Exit,
     agent_options,
     check_agent,
+    check_installed,
     handle_errors,
     home_option,
     json_option,
@@ -136,11 +137,14 @@ def serve(
     # usage errors before anything starts, in the foreground and with --detach alike
     check_agent(agent_id, home, kind, resume, agent_opts, command)
     options = options_from_params(click.get_current_context().params)
+    # the background host must not depend on the directory it was started from
+    where = (cwd or Path.cwd()).absolute()
+    # and a program that is not there: no host serves an agent that can never run
+    check_installed(kind, resume, options.agent_opts, command, cwd=where, env=options.env)
     if detach:
         from agenthost.launch import spawn_detached
 
-        # the background host must not depend on the directory it was started from
-        started = spawn_detached(replace(options, cwd=(cwd or Path.cwd()).absolute()))
+        started = spawn_detached(replace(options, cwd=where))
         if as_json:
             print_json(
                 {

@@ -51,6 +51,7 @@ async def spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
 
     options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
     make_adapter(spec.agent, options).build_command(spec.command)
+    sup.spawner.check_program(spec)  # installed here, or refused before anything
     sup.spawner.check_resources(spec)  # enforceable here, or refused before anything
     agent_id = spec.agent_id
     if agent_id in sup.spawning:
