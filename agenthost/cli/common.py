@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -101,6 +102,19 @@ def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=option)
         pairs[key] = value
     return pairs
+
+
+class FloatRange(click.FloatRange):
+    """click's FloatRange, without NaN: NaN compares false with both bounds, so click
+    took ``--linger nan`` (a host that ended at once), ``stop --timeout nan`` (a
+    traceback). Infinities stay what the bounds make of them (``--linger inf``: for
+    ever)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if isinstance(number, float) and math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
 
 
 class UsdAmount(click.ParamType[float, Any]):

@@ -10,6 +10,7 @@ from typing import TypeVar
 import click
 
 from agenthost.cli.common import (
+    FloatRange,
     agent_options,
     check_adapter,
     check_agent,
@@ -90,19 +91,19 @@ def _cpus(value: str) -> float:
 )
 @click.option(
     "--probe-timeout",
-    type=click.FloatRange(min=0.05),
+    type=FloatRange(min=0.05),
     default=1.0,
     help="Seconds each host has to answer the start-up probe.",
 )
 @click.option(
     "--scan-interval",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=5.0,
     help="Seconds between rescans of the hosts directory (0: never).",
 )
 @click.option(
     "--flush-interval",
-    type=click.FloatRange(min=0.01),
+    type=FloatRange(min=0.01),
     default=0.25,
     help="Seconds between batched writes of the stream positions.",
 )
@@ -226,8 +227,8 @@ def _stop_first(agent_id: str) -> Iterator[None]:
 
 @click.command(context_settings={"show_default": True})
 @agent_options
-@click.option("--linger", type=click.FloatRange(min=0), default=None, help="As for serve.")
-@click.option("--stop-timeout", type=click.FloatRange(min=0), default=None, help="As for serve.")
+@click.option("--linger", type=FloatRange(min=0), default=None, help="As for serve.")
+@click.option("--stop-timeout", type=FloatRange(min=0), default=None, help="As for serve.")
 @click.option("--ring-size", type=click.IntRange(min=1), default=None, help="As for serve.")
 @click.option("--ring-bytes", type=click.IntRange(min=1024), default=None, help="As for serve.")
 @click.option(
@@ -238,11 +239,9 @@ def _stop_first(agent_id: str) -> Iterator[None]:
 )
 @click.option("--max-restarts", type=click.IntRange(min=0), default=5, help="Consecutive restarts.")
 @click.option(
-    "--backoff", type=click.FloatRange(min=0), default=1.0, help="First restart delay (doubles)."
+    "--backoff", type=FloatRange(min=0), default=1.0, help="First restart delay (doubles)."
 )
-@click.option(
-    "--backoff-max", type=click.FloatRange(min=0), default=60.0, help="Longest restart delay."
-)
+@click.option("--backoff-max", type=FloatRange(min=0), default=60.0, help="Longest restart delay.")
 @click.option(
     "--worktree",
     "worktree",

@@ -13,6 +13,7 @@ import click
 
 from agenthost.cli.common import (
     Exit,
+    FloatRange,
     agent_options,
     check_agent,
     check_installed,
@@ -32,13 +33,13 @@ from agenthost.log import LEVELS
 @agent_options
 @click.option(
     "--linger",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=DEFAULTS.linger,
     help="Seconds the host keeps serving after the agent exited.",
 )
 @click.option(
     "--stop-timeout",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=DEFAULTS.stop_timeout,
     help="On SIGTERM/SIGINT: seconds between SIGTERM and SIGKILL to the agent.",
 )
@@ -66,7 +67,7 @@ from agenthost.log import LEVELS
 )
 @click.option(
     "--journal-sync-interval",
-    type=click.FloatRange(min=0.01),
+    type=FloatRange(min=0.01),
     default=DEFAULT_JOURNAL.sync_interval,
     help="Seconds between journal fsyncs (--journal-sync interval).",
 )
@@ -78,7 +79,7 @@ from agenthost.log import LEVELS
 )
 @click.option(
     "--journal-max-age",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=DEFAULT_JOURNAL.max_age,
     help="Seconds journal segments are kept (0: no limit).",
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from agenthost.cli.common import (
+    FloatRange,
     complete_agent_ids,
     handle_errors,
     home_option,
@@ -31,7 +32,7 @@ def _style() -> Style:
 @click.option("--project", default=None, help="Only agents of this project.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.05),
+    type=FloatRange(min=0.05),
     default=1.0,
     show_default=True,
     help="Seconds to wait for each host's answer.",
@@ -207,7 +208,7 @@ def send(
 @click.option("--force", is_flag=True, help="SIGKILL at once instead of SIGTERM first.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, max=86400),
+    type=FloatRange(min=0, max=86400),
     default=30.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL.",

@@ -10,6 +10,7 @@ import click
 
 from agenthost.cli.common import (
     Exit,
+    FloatRange,
     complete_agent_ids,
     handle_errors,
     home_option,
@@ -37,7 +38,7 @@ STATES = [s.value for s in AgentState if s is not AgentState.STARTING]
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=None,
     help="Give up after this many seconds (default: wait as long as it takes).",
 )
