@@ -457,7 +457,9 @@ def forget(
         print_json({"ok": True, **result.model_dump(mode="json", exclude_none=True)})
         return
     if result.forgotten:
-        click.echo(f"forgot {agent_id}" + (" and deleted its journal" if result.purged else ""))
+        purged = " and deleted its journal" if result.purged else ""
+        queued = " (it was queued: it never started)" if result.previous_status == "queued" else ""
+        click.echo(f"forgot {agent_id}{purged}{queued}")
     else:
         click.echo(f"deleted the journal of {agent_id} (the daemon did not know it)")
     if result.worktree is not None and result.worktree_removed:

@@ -336,6 +336,10 @@ class SpawnResponse(OpenModel):
 
 class DaemonStopResponse(StopResponse):
     agent_id: str
+    previous_status: str | None = None
+    """(1.4) The daemon's status of the agent when the stop came: ``queued`` means it
+    was taken out of the queue (it never started), ``restarting`` that its restart was
+    called off."""
 
 
 class ForgetResponse(OpenModel):
@@ -350,6 +354,9 @@ class ForgetResponse(OpenModel):
     """(1.4) Whether the worktree was removed (its branch always stays)."""
     worktree_kept_reason: str | None = None
     """(1.4) Why it was kept: uncommitted changes, or git refused."""
+    previous_status: str | None = None
+    """(1.4) The daemon's status of the agent when it was forgotten (``queued``: it was
+    taken out of the queue and never started)."""
 
 
 class WatchStart(OpenModel):
