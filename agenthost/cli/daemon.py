@@ -81,7 +81,7 @@ def _cpus(value: str) -> float:
     return parse_cpus(value)
 
 
-@click.command(context_settings={"show_default": True})
+@click.group(invoke_without_command=True, context_settings={"show_default": True})
 @click.option(
     "--host-scope",
     type=click.Choice(["auto", "systemd", "session"]),
@@ -141,8 +141,10 @@ def _cpus(value: str) -> float:
 )
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
 @home_option
+@click.pass_context
 @handle_errors
 def daemon(
+    ctx: click.Context,
     host_scope: str,
     probe_timeout: float,
     scan_interval: float,
@@ -162,9 +164,20 @@ def daemon(
     left off, then serves <home>/daemon.sock (spawn, list, stop, watch). Hosts outlive
     it: SIGTERM, SIGINT, kill -9 or an upgrade end the daemon only. Under systemd it
     reports readiness (Type=notify) after that reconcile.
+
+    `agenthost daemon status` shows the running daemon; `agenthost daemon stop` stops
+    it (its hosts keep running), e.g. to start it again with other limits.
     """
     import gc
     from typing import cast
+
+    if ctx.invoked_subcommand is not None:
+        _only_home(ctx)
+        return
+    if queue and max_agents is None:
+        raise click.UsageError(
+            "--queue needs --max-agents N: without a limit nothing is ever queued"
+        )
 
     # The daemon's modules, pydantic and the models are objects that live as long as
     # the process: collecting while they are created is wasted work (as for serve,
@@ -205,6 +218,34 @@ def daemon(
         else:
             factory = Factory(started.pid, started.sock)
     run_daemon(config, factory)
+
+
+def _only_home(ctx: click.Context) -> None:
+    """``daemon --home X stop`` is fine; the options that run a daemon are not, with a
+    subcommand (they would be silently ignored)."""
+    from click.core import ParameterSource
+
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name != "home"
+        and ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)}: an option of `agenthost daemon` itself (running the "
+            f"daemon), not of `agenthost daemon {ctx.invoked_subcommand}`"
+        )
+
+
+def _add_controls() -> None:
+    from agenthost.cli.daemonctl import daemon_status, daemon_stop
+
+    daemon.add_command(daemon_status)
+    daemon.add_command(daemon_stop)
+
+
+_add_controls()
 
 
 @contextlib.contextmanager

@@ -119,7 +119,7 @@ EVERY_COMMAND = _every_command()
 
 def test_every_command_is_tried() -> None:
     tried = [" ".join(args) for args in EVERY_COMMAND]
-    wanted = ["list", "run ", "status ", "demo", "serve ", "daemon", "web token"]
+    wanted = ["list", "run ", "status ", "demo", "serve ", "daemon", "daemon stop", "web token"]
     assert all(any(t.startswith(w) for t in tried) for w in wanted), tried
     assert len(tried) >= 30  # every command but `schema`, which has no home
 

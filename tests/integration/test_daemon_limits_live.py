@@ -201,3 +201,11 @@ def test_garbage_daemon_limits_are_usage_errors(
 ) -> None:
     result = world.cli("daemon", option, value)
     assert result.returncode == Exit.USAGE and option in result.stderr, result
+
+
+def test_queue_without_max_agents_is_a_usage_error(world: DaemonWorld) -> None:
+    # it was accepted silently: without a limit nothing is ever queued
+    result = world.cli("daemon", "--queue")
+    assert result.returncode == Exit.USAGE, result
+    assert "--queue needs --max-agents N" in result.stderr
+    assert not (world.home / "daemon.lock").exists()
