@@ -25,7 +25,7 @@ from agenthost.textsafe import escape
 
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
-@click.option("--usd", type=USD, default=None, help="The USD limit (dollars).")
+@click.option("--usd", type=USD, default=None, help="The USD limit, in dollars (0 to 1e9).")
 @click.option(
     "--tokens", type=click.IntRange(min=0, max=10**15), default=None, help="The token limit."
 )

@@ -184,7 +184,7 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
             type=USD,
             default=None,
             help="Interrupt the agent and refuse sends once its turns cost this many "
-            "dollars (agenthost budget raises it).",
+            "dollars (0 to 1e9; agenthost budget raises it).",
         ),
         click.option(
             "--budget-tokens",

@@ -9,6 +9,7 @@ their agents keep running, and the next daemon (``agenthost daemon``, or the nex
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ def daemon_status(home: Path | None, as_json: bool) -> None:
     """
     from agenthost.client import run_blocking
     from agenthost.daemon.client import DaemonClient, daemon_alive
-    from agenthost.daemon.files import daemon_log_path
+    from agenthost.daemon.files import daemon_socket_path
     from agenthost.daemon.protocol import DaemonAgent, DaemonPingResponse
     from agenthost.errors import DaemonNotRunning
 
@@ -91,15 +92,15 @@ def daemon_status(home: Path | None, as_json: bool) -> None:
 
     ping, agents = run_blocking(ask())
     statuses = dict(sorted(Counter(a.status for a in agents).items()))
-    log = daemon_log_path(root)
+    log = _log_of(ping.pid)
     if as_json:
         print_json(
             {
                 "ok": True,
                 **ping.model_dump(mode="json", exclude_none=True),
                 "home": str(root),
-                "socket_path": str(DaemonClient(root).socket_path),
-                "log_path": str(log) if log.exists() else None,
+                "socket_path": str(daemon_socket_path(root)),
+                "log": log,
                 "statuses": statuses,
             }
         )
@@ -114,10 +115,25 @@ def daemon_status(home: Path | None, as_json: bool) -> None:
         ("limits", _limits(ping.limits or {})),
         ("agents", _agents(len(agents), statuses)),
     ]
-    if log.exists():
-        rows.append(("log", str(log)))
+    if log is not None:
+        rows.append(("log", _log_text(log)))
     width = max(len(key) for key, _ in rows)
     click.echo("\n".join(f"{key + ':':<{width + 1}} {value}" for key, value in rows))
+
+
+def _log_of(pid: int) -> str | None:
+    """Where the daemon's log goes: what its stderr is (the file ``run`` gave it, a
+    terminal, ``socket:[N]`` under systemd's journal); None when it cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/2")
+    except OSError:
+        return None
+
+
+def _log_text(log: str) -> str:
+    if log.startswith("socket:"):  # (systemd's journal, most likely)
+        return f"{log} (under systemd: journalctl --user -u agenthost-daemon)"
+    return log
 
 
 def _scope(scope: str) -> str:

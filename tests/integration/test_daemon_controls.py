@@ -47,6 +47,7 @@ def test_status_shows_the_daemon_and_stop_leaves_its_hosts_running(world: Daemon
     assert as_json["limits"] == {"max_agents": 2, "queue": True, "idle_stop": 1800.0}
     assert as_json["statuses"] == {"queued": 1, "running": 2}
     assert as_json["socket_path"] == str(world.home / "daemon.sock")
+    assert as_json["log"] == str(daemon.log_path)  # where its stderr goes
 
     stopped = world.cli("daemon", "stop")
     assert stopped.returncode == 0, stopped

@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import pytest
-
 from pydantic import ValidationError
 
 from agenthost.daemon.protocol import SpawnSpec
