@@ -10,7 +10,6 @@ from typing import Literal
 import click
 
 from agenthost.cli.common import (
-    USD,
     complete_agent_ids,
     handle_errors,
     home_option,
@@ -19,6 +18,7 @@ from agenthost.cli.common import (
     remember_agent_id,
     remote_option,
 )
+from agenthost.cli.params import USD
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -33,7 +32,7 @@ from agenthost.errors import (
     UnknownRequest,
     WorktreeError,
 )
-from agenthost.paths import agent_id_from_socket, hosts_dir, journal_dir, resolve_home
+from agenthost.paths import agent_id_from_socket, hosts_dir, resolve_home
 
 if TYPE_CHECKING:
     from agenthost.remote import Remote
@@ -104,48 +103,12 @@ def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str
     return pairs
 
 
-class FloatRange(click.FloatRange):
-    """click's FloatRange, without NaN: NaN compares false with both bounds, so click
-    took ``--linger nan`` (a host that ended at once), ``stop --timeout nan`` (a
-    traceback). Infinities stay what the bounds make of them (``--linger inf``: for
-    ever)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if isinstance(number, float) and math.isnan(number):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        return number
-
-
-class UsdAmount(click.ParamType[float, Any]):
-    """A USD limit (``--budget-usd``, ``budget --usd``): a finite number of dollars
-    from 0 to a billion, by the rule of :func:`agenthost.governance.budget.usd_limit`
-    (NaN, infinities and negatives are usage errors, exit 2)."""
-
-    name = "usd"
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
-        return "USD"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        from agenthost.governance.budget import USD_RULE, usd_limit
-
-        try:
-            return usd_limit(value if isinstance(value, float) else float(value))
-        except ValueError:  # (the rule, with what was typed: "1e400", not inf)
-            self.fail(f"{USD_RULE}, not {value!r}", param, ctx)
-
-
-USD = UsdAmount()
-
-
 def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     """What ``serve`` and ``run`` both take to describe an agent: ``--agent-id``,
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
     ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``."""
     from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT
+    from agenthost.cli.params import USD
 
     options = [
         click.option("--agent-id", required=True, help="Name of the agent (its socket's name)."),
@@ -384,8 +347,11 @@ def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoR
     """
     code = exit_code_for(exc)
     hint = exc.hint
-    if isinstance(exc, HostNotFound | NotConnected) and home is not None:
-        hint = _diagnose(home) or hint
+    agent_id = _AGENT_HINT.get("agent_id")
+    if isinstance(exc, HostNotFound | NotConnected) and home is not None and agent_id:
+        from agenthost.cli.hints import diagnose  # (only on this error path)
+
+        hint = diagnose(home, agent_id) or hint
     if as_json:
         body: dict[str, Any] = {
             "ok": False,
@@ -434,91 +400,6 @@ def remember_agent_id(agent_id: str) -> str:
     """Record the agent id a command is about, for the hints of :func:`fail`."""
     _AGENT_HINT["agent_id"] = agent_id
     return agent_id
-
-
-def _diagnose(home: Path) -> str | None:
-    """Why no host answers for the remembered agent id, and what to do."""
-    from agenthost.lockfile import is_lock_held, read_lock_info
-    from agenthost.paths import lock_path, socket_path
-
-    agent_id = _AGENT_HINT.get("agent_id")
-    if agent_id is None:
-        return None
-    try:
-        lock = lock_path(home, agent_id)
-        sock = socket_path(home, agent_id)
-    except AgentHostError:
-        return None
-    if is_lock_held(lock):
-        pid = (read_lock_info(lock) or {}).get("pid")
-        who = f"pid {pid}" if isinstance(pid, int) else "a live process"
-        if not sock.exists():
-            return (
-                f"a host for {agent_id!r} is alive ({who}) but its socket file was deleted; "
-                f"`kill -USR1 {pid if isinstance(pid, int) else '<pid>'}` re-creates it"
-            )
-        return f"a host for {agent_id!r} is alive ({who}) but does not answer: stopped or busy?"
-    waiting = _daemon_says(home, agent_id)
-    if waiting is not None:
-        return waiting
-    # the host ended, its agent's conversation did not: it is on disk
-    export = (
-        f"; its journal is still there: `agenthost export {agent_id}` prints its conversation"
-        if journal_dir(home, agent_id).is_dir()
-        else ""
-    )
-    if sock.exists():
-        return (
-            f"the host for {agent_id!r} is gone (its socket is left over){export}; "
-            f"`agenthost serve --agent-id {agent_id}` starts a new one and cleans it up"
-        )
-    if export:
-        return f"the host for {agent_id!r} has ended{export}"
-    try:
-        known = sorted(
-            a for p in hosts_dir(home).iterdir() if (a := agent_id_from_socket(p)) is not None
-        )
-    except OSError:
-        known = []
-    import difflib  # only for this hint (every command imports this module)
-
-    close = difflib.get_close_matches(agent_id, known, n=3, cutoff=0.6)
-    if close:
-        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
-    if known:
-        return "running agents: " + ", ".join(known[:10]) + (" ..." if len(known) > 10 else "")
-    return "no host is running; start one with `agenthost serve --agent-id ID`"
-
-
-def _daemon_says(home: Path, agent_id: str) -> str | None:
-    """Why an agent the daemon knows has no host, when the daemon knows better than the
-    hosts directory: it waits in the queue, for a restart, or the daemon gave up on it
-    (its program is not installed...)."""
-    from agenthost.client import run_blocking
-    from agenthost.daemon.client import daemon_alive
-    from agenthost.daemon.files import registry_path
-    from agenthost.inventory import known_agents_async
-
-    if not daemon_alive(home) and not registry_path(home).exists():
-        return None  # (no daemon ever ran here: nothing to ask)
-    try:
-        records, _ = run_blocking(known_agents_async(home))
-    except AgentHostError:
-        return None
-    record = next((r for r in records if r.agent_id == agent_id), None)
-    if record is None:
-        return None
-    stop = f"`agenthost stop {agent_id}`"
-    if record.status == "queued":
-        return (
-            f"{agent_id!r} is queued: the daemon starts it when a place frees "
-            f"(--max-agents); {stop} takes it out of the queue"
-        )
-    if record.status == "restarting":
-        return f"the daemon restarts {agent_id!r} after its failure; {stop} calls that off"
-    if record.status == "failed" and record.last_error:
-        return f"the daemon gave up on {agent_id!r}: {record.last_error}"
-    return None
 
 
 def use_color(stream: Any = None) -> bool:

@@ -10,7 +10,6 @@ from typing import TypeVar
 import click
 
 from agenthost.cli.common import (
-    FloatRange,
     agent_options,
     check_adapter,
     check_agent,
@@ -25,6 +24,7 @@ from agenthost.cli.common import (
     remote_option,
     run_there,
 )
+from agenthost.cli.params import FloatRange
 from agenthost.log import LEVELS
 from agenthost.paths import validate_agent_id
 from agenthost.remote import Remote
@@ -172,7 +172,9 @@ def daemon(
     from typing import cast
 
     if ctx.invoked_subcommand is not None:
-        _only_home(ctx)
+        from agenthost.cli.daemonctl import only_home
+
+        only_home(ctx)
         return
     if queue and max_agents is None:
         raise click.UsageError(
@@ -218,24 +220,6 @@ def daemon(
         else:
             factory = Factory(started.pid, started.sock)
     run_daemon(config, factory)
-
-
-def _only_home(ctx: click.Context) -> None:
-    """``daemon --home X stop`` is fine; the options that run a daemon are not, with a
-    subcommand (they would be silently ignored)."""
-    from click.core import ParameterSource
-
-    given = [
-        param.opts[0]
-        for param in ctx.command.params
-        if param.name != "home"
-        and ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE
-    ]
-    if given:
-        raise click.UsageError(
-            f"{', '.join(given)}: an option of `agenthost daemon` itself (running the "
-            f"daemon), not of `agenthost daemon {ctx.invoked_subcommand}`"
-        )
 
 
 def _add_controls() -> None:

@@ -16,7 +16,26 @@ from typing import Any
 
 import click
 
-from agenthost.cli.common import FloatRange, handle_errors, home_option, json_option, print_json
+from agenthost.cli.common import handle_errors, home_option, json_option, print_json
+from agenthost.cli.params import FloatRange
+
+
+def only_home(ctx: click.Context) -> None:
+    """``daemon --home X stop`` is fine; the options that run a daemon are not, with a
+    subcommand (they would be silently ignored)."""
+    from click.core import ParameterSource
+
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name != "home"
+        and ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)}: an option of `agenthost daemon` itself (running the "
+            f"daemon), not of `agenthost daemon {ctx.invoked_subcommand}`"
+        )
 
 
 def _home(home: Path | None) -> Path:

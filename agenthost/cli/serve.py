@@ -13,7 +13,6 @@ import click
 
 from agenthost.cli.common import (
     Exit,
-    FloatRange,
     agent_options,
     check_agent,
     check_installed,
@@ -24,6 +23,7 @@ from agenthost.cli.common import (
     print_json,
     remember_agent_id,
 )
+from agenthost.cli.params import FloatRange
 from agenthost.hostoptions import DEFAULT_JOURNAL, DEFAULTS, HostOptions
 from agenthost.journal.writer import JournalConfig, SyncPolicy
 from agenthost.log import LEVELS

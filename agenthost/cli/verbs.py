@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import click
 
 from agenthost.cli.common import (
-    FloatRange,
     complete_agent_ids,
     handle_errors,
     home_option,
@@ -20,6 +19,7 @@ from agenthost.cli.common import (
     remotes_option,
     use_color,
 )
+from agenthost.cli.params import FloatRange
 from agenthost.cli.render import Style, render_entry, render_status, table
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
