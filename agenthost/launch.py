@@ -9,6 +9,7 @@ under ``Type=notify``. No polling of the socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import select
@@ -96,7 +97,8 @@ def _check_started(agent_id: str, home: Path) -> None:
     with Client(agent_id, home=home) as client:
         failure = start_failure(agent_id, client.status().agent)
         if failure is not None:
-            client.stop(force=True, reason="its agent could not be started")
+            with contextlib.suppress(AgentHostError):  # (ended meanwhile: as good)
+                client.stop(force=True, reason="its agent could not be started")
     if failure is not None:
         raise failure
 

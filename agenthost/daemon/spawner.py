@@ -278,7 +278,8 @@ class Spawner:
             ) as client:
                 failure = start_failure(agent_id, (await client.status()).agent)
                 if failure is not None:  # it serves, its agent never ran: not a start
-                    await client.stop(force=True, reason="its agent could not be started")
+                    with contextlib.suppress(AgentHostError):  # (ended meanwhile: as good)
+                        await client.stop(force=True, reason="its agent could not be started")
         except AgentHostError as exc:
             raise HostStartError(f"the host for {agent_id!r} does not answer: {exc}") from exc
         if failure is not None:
