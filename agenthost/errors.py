@@ -29,6 +29,8 @@ class ErrorCode(StrEnum):
     UNKNOWN_REQUEST = "unknown_request"  # 1.1: host.respond to no pending request
     BUDGET_EXCEEDED = "budget_exceeded"  # 1.4: a send to an agent over its budget
     LIMIT_REACHED = "limit_reached"  # 1.4: a daemon at --max-agents refuses a spawn
+    CANNOT_START = "cannot_start"  # 1.4: the agent's program is missing (daemon.spawn)
+    WORKTREE_FAILED = "worktree_failed"  # 1.4: git or the setup refused a worktree
 
 
 class AgentHostError(Exception):
@@ -70,6 +72,25 @@ class UntrustedFile(ConfigError):
     writable by its group or others (a secret: readable by them), a symbolic link, or
     not a regular file. The message names the file, what is wrong and how to fix it;
     nothing of the file is used."""
+
+
+class AgentCannotStart(ConfigError):
+    """(1.4) The agent's program cannot be started: it is not installed (not on the
+    PATH searched, or where an ``AGENTHOST_*_BIN`` variable says), not executable, or
+    its working directory is gone. The message says what is missing and how to install
+    it (hints do not cross the wire). Refused before anything starts when it can be
+    seen then (``serve``, ``run``, a daemon's spawn or restart); a host whose agent
+    could not be spawned all the same is a failed start too."""
+
+    code = ErrorCode.CANNOT_START
+
+
+class WorktreeError(ConfigError):
+    """(1.4) The daemon could not give an agent its worktree (``run --worktree``): the
+    branch is checked out elsewhere, the path is taken, git refused, or the setup
+    command failed. The message says what git (or the setup) said."""
+
+    code = ErrorCode.WORKTREE_FAILED
 
 
 class HostAlreadyRunning(AgentHostError):
@@ -261,6 +282,8 @@ _BY_CODE: dict[ErrorCode, type[AgentHostError]] = {
     ErrorCode.UNKNOWN_REQUEST: UnknownRequest,
     ErrorCode.BUDGET_EXCEEDED: BudgetExceeded,
     ErrorCode.LIMIT_REACHED: LimitReached,
+    ErrorCode.CANNOT_START: AgentCannotStart,
+    ErrorCode.WORKTREE_FAILED: WorktreeError,
 }
 
 

@@ -9,6 +9,7 @@ under ``Type=notify``. No polling of the socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import select
@@ -18,12 +19,16 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agenthost.errors import AgentHostError, ConfigError, HostAlreadyRunning
+from agenthost.errors import AgentCannotStart, AgentHostError, ConfigError, HostAlreadyRunning
 from agenthost.homefiles import open_checked
 from agenthost.hostoptions import HostOptions
 from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
+
+if TYPE_CHECKING:
+    from agenthost.models import AgentInfo
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,40 @@ def spawn_detached(
         )
     except OSError as exc:
         raise ConfigError(f"cannot start the host: {exc}") from exc
+    _check_started(agent_id, home)
     return DetachedHost(agent_id, pid, socket_path(home, agent_id), log_file)
+
+
+def _check_started(agent_id: str, home: Path) -> None:
+    """Raise AgentCannotStart (after stopping the host) if the host that just got
+    ready could not spawn its agent: its start is a failure, not a host to keep."""
+    from agenthost.client import Client
+
+    with Client(agent_id, home=home) as client:
+        failure = start_failure(agent_id, client.status().agent)
+        if failure is not None:
+            with contextlib.suppress(AgentHostError):  # (ended meanwhile: as good)
+                client.stop(force=True, reason="its agent could not be started")
+    if failure is not None:
+        raise failure
+
+
+def start_failure(agent_id: str, info: AgentInfo) -> AgentCannotStart | None:
+    """The error of a host that serves but could not spawn its agent (``start_error``:
+    its program vanished after it was checked, exec refused it), saying how to install
+    the program; None when the agent started."""
+    if not info.start_error:
+        return None
+    from agenthost.agents import adapter_class
+    from agenthost.agents.base import Adapter
+    from agenthost.agents.programs import install_text
+
+    said = f"the host for {agent_id!r} could not start its agent: {info.start_error}"
+    if info.start_error.startswith("command not found"):  # (the host's SpawnError)
+        name = info.command[0] if info.command else ""
+        program = (adapter_class(info.backend or "") or Adapter).program
+        said += "; " + install_text(name, program)
+    return AgentCannotStart(said)
 
 
 def open_log(log_file: Path) -> int:

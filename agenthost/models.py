@@ -23,11 +23,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    Strict,
     StrictBool,
     StrictInt,
     StrictStr,
     WithJsonSchema,
 )
+
+from agenthost.governance.budget import USD_MAX, usd_limit
 
 # re-exported: the names were defined here before they moved to a module of their own
 from agenthost.names import FINAL_STATES as FINAL_STATES
@@ -53,6 +56,14 @@ Timestamp = Annotated[
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 """A UTC datetime that serializes as RFC 3339 with a ``Z`` suffix."""
+
+UsdLimit = Annotated[
+    float,
+    Strict(),
+    AfterValidator(usd_limit),  # the one rule (NaN, infinities, negatives refused)
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": USD_MAX}),
+]
+"""A budget's USD limit (``host.budget``'s ``usd``, a spawn's ``budget_usd``)."""
 
 
 class PeerModel(BaseModel):
@@ -132,6 +143,10 @@ class AgentInfo(OpenModel):
     """True when the agent ended after a stop was requested (``host.stop``, SIGTERM to
     the host), even when the stop had to kill it."""
     last_error: str | None = None
+    start_error: str | None = None
+    """(1.4) Why the agent could not be started at all (its program was not found or
+    is not executable, its directory is gone): it never ran, and ``run`` and ``serve
+    --detach`` report the start as failed."""
     session_id: str | None = None
     model: str | None = None
     cost_usd: float | None = None
@@ -467,7 +482,7 @@ class BudgetRequest(PeerModel):
     ``clear`` removes limits. Raising a crossed limit above what was spent lets sends
     through again."""
 
-    usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, strict=True)
+    usd: UsdLimit | None = None
     tokens: StrictInt | None = Field(default=None, ge=0, le=10**15)
     clear: list[Literal["usd", "tokens"]] = Field(default_factory=list, max_length=2)
     actor: StrictStr | None = Field(default=None, min_length=1, max_length=200)

@@ -60,7 +60,36 @@ def check_home(value: str) -> Path:
             f"the home directory is {'empty' if not value else 'blank'} ({value!r})",
             hint="give a directory, or leave --home out for the default home",
         )
-    return Path(value).expanduser()
+    return check_directory(Path(value).expanduser())
+
+
+def check_directory(home: Path) -> Path:
+    """``home``, unless it (or the nearest part of it that exists) is not a directory:
+    then ConfigError, the same for ``--home``, ``$AGENTHOST_HOME`` and the XDG default.
+
+    A file there used to give each command its own failure: a traceback
+    (``NotADirectoryError``), a hang, a hint about a deleted socket, "already running".
+    A home that does not exist yet is fine (it is created when needed).
+    """
+    probe = home
+    while True:
+        try:
+            mode = probe.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            if probe == probe.parent:
+                return home
+            probe = probe.parent
+            continue
+        except OSError:  # unreadable: whoever uses it says what is wrong
+            return home
+        if stat.S_ISDIR(mode):
+            return home
+        what = "a file" if stat.S_ISREG(mode) else "not a directory"
+        said = f"is {what}" if probe == home else f"cannot be made: {probe} is {what}"
+        raise ConfigError(
+            f"the home directory {home} {said}",
+            hint="give a directory as --home, or set AGENTHOST_HOME to one (or unset it)",
+        )
 
 
 def default_home() -> Path:
@@ -82,7 +111,8 @@ def default_home() -> Path:
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """``home`` if given, else :func:`default_home`; made absolute (not created).
 
-    An empty or blank string is refused (ConfigError), as by :func:`check_home`.
+    An empty or blank string is refused (ConfigError), as by :func:`check_home`, and so
+    is a home that is a file (:func:`check_directory`), wherever it came from.
     """
     if home is None:
         path = default_home()
@@ -90,7 +120,7 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
         path = check_home(home)
     else:
         path = Path(home).expanduser()
-    return path.absolute()
+    return check_directory(path.absolute())
 
 
 def hosts_dir(home: Path) -> Path:

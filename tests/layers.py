@@ -39,6 +39,7 @@ SANS_IO = (
     "agenthost.agents.claude",
     "agenthost.agents.codex",
     "agenthost.agents.lines",
+    "agenthost.agents.programs",
     "agenthost.acp.jsonrpc",
     "agenthost.acp.schema",
     "agenthost.host.confine",

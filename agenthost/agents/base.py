@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from agenthost.agents.programs import Program
 from agenthost.errors import ConfigError
 from agenthost.protocol import AgentState
 
@@ -235,6 +236,9 @@ class Adapter:
     """The ``--agent-opt`` keys this adapter understands."""
     resumable: ClassVar[bool] = False
     """Whether ``--resume`` means something to this agent."""
+    program: ClassVar[Program] = Program()
+    """Who the agent's program is, for the message when it is not installed (the
+    adapters of the CLIs we know name the product and their ``AGENTHOST_*_BIN``)."""
     structured: ClassVar[bool] = False
     """Whether the agent's output is structured (chat entries, turns, results) rather
     than plain lines: a client renders its events as a conversation, and its interrupt

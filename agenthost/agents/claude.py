@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from agenthost.agents.demo import REPLAY_FLAG, StreamJsonAdapter
+from agenthost.agents.programs import Program
 from agenthost.errors import ConfigError
 
 BINARY_ENV = "AGENTHOST_CLAUDE_BIN"
@@ -38,6 +39,7 @@ class ClaudeAdapter(StreamJsonAdapter):
 
     kind = "claude"
     resumable: ClassVar[bool] = True
+    program: ClassVar[Program] = Program("Claude Code", BINARY_ENV)
     known_params: ClassVar[frozenset[str]] = frozenset({"permission_prompt"})
 
     def build_command(self, command: Sequence[str]) -> list[str]:

@@ -44,6 +44,7 @@ from agenthost.agents.base import (
     turn_failed,
     turn_interrupted,
 )
+from agenthost.agents.programs import Program
 from agenthost.agents.streamjson import (
     clip,
     compact,
@@ -92,6 +93,7 @@ class CodexAdapter(Adapter):
     structured: ClassVar[bool] = True
     max_line_bytes: ClassVar[int] = 8 << 20
     resumable: ClassVar[bool] = True
+    program: ClassVar[Program] = Program("Codex", BINARY_ENV)
     known_params: ClassVar[frozenset[str]] = frozenset({*THREAD_PARAMS, "effort"})
 
     def __init__(self, options: AdapterOptions | None = None) -> None:

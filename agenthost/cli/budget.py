@@ -18,13 +18,14 @@ from agenthost.cli.common import (
     remember_agent_id,
     remote_option,
 )
+from agenthost.cli.params import USD
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
 
 
 @click.command()
 @click.argument("agent_id", shell_complete=complete_agent_ids)
-@click.option("--usd", type=click.FloatRange(min=0, max=1e9), default=None, help="The USD limit.")
+@click.option("--usd", type=USD, default=None, help="The USD limit, in dollars (0 to 1e9).")
 @click.option(
     "--tokens", type=click.IntRange(min=0, max=10**15), default=None, help="The token limit."
 )

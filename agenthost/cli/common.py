@@ -7,7 +7,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 import click
 
 from agenthost.errors import (
+    AgentCannotStart,
     AgentHostError,
     AgentNotRunning,
     BudgetExceeded,
@@ -29,8 +30,9 @@ from agenthost.errors import (
     RemoteError,
     RequestTimeout,
     UnknownRequest,
+    WorktreeError,
 )
-from agenthost.paths import agent_id_from_socket, hosts_dir, journal_dir, resolve_home
+from agenthost.paths import agent_id_from_socket, hosts_dir, resolve_home
 
 if TYPE_CHECKING:
     from agenthost.remote import Remote
@@ -58,11 +60,19 @@ class Exit(IntEnum):
     """``--remote``: the machine could not be reached (ssh failed) or has no agenthost."""
     OVER_BUDGET = 12
     """The agent is over its budget: the send was refused (``agenthost budget``)."""
+    CANNOT_START = 13
+    """``serve``, ``run``: the agent's program is not installed (not on PATH), not
+    executable, or could not be spawned; nothing runs."""
+    WORKTREE = 14
+    """``run --worktree``: the daemon could not make the agent's worktree (a branch
+    checked out elsewhere, git refused, the setup failed); nothing runs."""
 
 
 def exit_code_for(exc: AgentHostError) -> Exit:
     """The exit status for an error (most specific class first)."""
     for cls, code in (
+        (AgentCannotStart, Exit.CANNOT_START),
+        (WorktreeError, Exit.WORKTREE),
         (UnknownRequest, Exit.UNKNOWN_REQUEST),
         (BudgetExceeded, Exit.OVER_BUDGET),
         (LimitReached, Exit.BUSY),
@@ -98,6 +108,7 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
     ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``."""
     from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT, kinds_help
+    from agenthost.cli.params import USD
 
     options = [
         click.option("--agent-id", required=True, help="Name of the agent (its socket's name)."),
@@ -132,10 +143,10 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
         click.option("--resume", default=None, help="Resume this session (agents that can)."),
         click.option(
             "--budget-usd",
-            type=click.FloatRange(min=0, max=1e9),
+            type=USD,
             default=None,
-            help="Interrupt the agent and refuse sends once its turns cost this much "
-            "(agenthost budget raises it).",
+            help="Interrupt the agent and refuse sends once its turns cost this many "
+            "dollars (0 to 1e9; agenthost budget raises it).",
         ),
         click.option(
             "--budget-tokens",
@@ -170,6 +181,25 @@ def check_adapter(
     return params
 
 
+def check_installed(
+    kind: str,
+    resume: str | None,
+    params: Mapping[str, str],
+    command: tuple[str, ...],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+) -> None:
+    """AgentCannotStart (exit 13) before anything starts when the agent's program is not
+    on this command's PATH (with ``env``, the agent's extra variables), from ``cwd``: the
+    message says what is missing and how to install it."""
+    from agenthost.agents import AdapterOptions, make_adapter
+    from agenthost.agents.programs import check_argv
+
+    adapter = make_adapter(kind, AdapterOptions(resume=resume, params=dict(params)))
+    check_argv(adapter, adapter.build_command(command), cwd=str(cwd), env=os.environ, agent_env=env)
+
+
 def check_agent(
     agent_id: str,
     home: Path | None,
@@ -192,8 +222,10 @@ def home_option(func: Callable[P, R]) -> Callable[P, R]:
     """``--home DIR`` (default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost)."""
     return click.option(
         "--home",
-        # a str first: Path("") would already be "." and an empty --home undetectable
-        type=click.Path(file_okay=False),
+        # a str first: Path("") would already be "." and an empty --home undetectable;
+        # no click check of its own: a file is refused by _home_value, as for the variable
+        type=click.Path(),
+        metavar="DIRECTORY",
         callback=_home_value,
         default=None,
         help="State directory [default: $AGENTHOST_HOME, else $XDG_STATE_HOME/agenthost, "
@@ -202,14 +234,20 @@ def home_option(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _home_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Path | None:
-    from agenthost.paths import check_home
+    """``--home``, or the home of the environment, checked before anything runs: an
+    empty ``--home``, or a home that is a file (given either way), is a usage error with
+    one message (:func:`agenthost.paths.check_directory`)."""
+    from agenthost.paths import HOME_ENV, check_home, resolve_home
 
-    if value is None:
-        return None
     try:
-        return check_home(value)
+        if value is not None:
+            return check_home(value)
+        resolve_home(None)
     except AgentHostError as exc:
-        raise click.BadParameter(exc.message) from exc
+        given = os.environ.get(HOME_ENV, "").strip()
+        source = None if value is not None else (HOME_ENV if given else "XDG_STATE_HOME")
+        raise click.BadParameter(exc.message, param_hint=source and repr(source)) from exc
+    return None
 
 
 _REMOTE_HELP = (
@@ -308,8 +346,11 @@ def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoR
     """
     code = exit_code_for(exc)
     hint = exc.hint
-    if isinstance(exc, HostNotFound | NotConnected) and home is not None:
-        hint = _diagnose(home) or hint
+    agent_id = _AGENT_HINT.get("agent_id")
+    if isinstance(exc, HostNotFound | NotConnected) and home is not None and agent_id:
+        from agenthost.cli.hints import diagnose  # (only on this error path)
+
+        hint = diagnose(home, agent_id) or hint
     if as_json:
         body: dict[str, Any] = {
             "ok": False,
@@ -342,12 +383,11 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
         except AgentHostError as exc:
             home = kwargs.get("home")
             local = not kwargs.get("remote") and not kwargs.get("remotes")
-            fail(
-                exc,
-                as_json=bool(kwargs.get("as_json")),
-                # the hints of a local home say nothing of another machine's
-                home=resolve_home(home) if local and isinstance(home, Path | None) else None,
-            )
+            root = None
+            if local and isinstance(home, Path | None):  # (another machine's: no hints)
+                with contextlib.suppress(AgentHostError):  # (a home that is a file)
+                    root = resolve_home(home)
+            fail(exc, as_json=bool(kwargs.get("as_json")), home=root)
 
     return wrapper
 
@@ -359,57 +399,6 @@ def remember_agent_id(agent_id: str) -> str:
     """Record the agent id a command is about, for the hints of :func:`fail`."""
     _AGENT_HINT["agent_id"] = agent_id
     return agent_id
-
-
-def _diagnose(home: Path) -> str | None:
-    """Why no host answers for the remembered agent id, and what to do."""
-    from agenthost.lockfile import is_lock_held, read_lock_info
-    from agenthost.paths import lock_path, socket_path
-
-    agent_id = _AGENT_HINT.get("agent_id")
-    if agent_id is None:
-        return None
-    try:
-        lock = lock_path(home, agent_id)
-        sock = socket_path(home, agent_id)
-    except AgentHostError:
-        return None
-    if is_lock_held(lock):
-        pid = (read_lock_info(lock) or {}).get("pid")
-        who = f"pid {pid}" if isinstance(pid, int) else "a live process"
-        if not sock.exists():
-            return (
-                f"a host for {agent_id!r} is alive ({who}) but its socket file was deleted; "
-                f"`kill -USR1 {pid if isinstance(pid, int) else '<pid>'}` re-creates it"
-            )
-        return f"a host for {agent_id!r} is alive ({who}) but does not answer: stopped or busy?"
-    # the host ended, its agent's conversation did not: it is on disk
-    export = (
-        f"; its journal is still there: `agenthost export {agent_id}` prints its conversation"
-        if journal_dir(home, agent_id).is_dir()
-        else ""
-    )
-    if sock.exists():
-        return (
-            f"the host for {agent_id!r} is gone (its socket is left over){export}; "
-            f"`agenthost serve --agent-id {agent_id}` starts a new one and cleans it up"
-        )
-    if export:
-        return f"the host for {agent_id!r} has ended{export}"
-    try:
-        known = sorted(
-            a for p in hosts_dir(home).iterdir() if (a := agent_id_from_socket(p)) is not None
-        )
-    except OSError:
-        known = []
-    import difflib  # only for this hint (every command imports this module)
-
-    close = difflib.get_close_matches(agent_id, known, n=3, cutoff=0.6)
-    if close:
-        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
-    if known:
-        return "running agents: " + ", ".join(known[:10]) + (" ..." if len(known) > 10 else "")
-    return "no host is running; start one with `agenthost serve --agent-id ID`"
 
 
 def use_color(stream: Any = None) -> bool:
@@ -429,7 +418,10 @@ def complete_agent_ids(ctx: click.Context, param: click.Parameter, incomplete: s
     from agenthost.paths import journals_dir
 
     home = ctx.params.get("home")
-    root = resolve_home(home if isinstance(home, Path) else None)
+    try:
+        root = resolve_home(home if isinstance(home, Path) else None)
+    except AgentHostError:  # a home that is a file: nothing to complete
+        return []
     ids: set[str] = set()
     with contextlib.suppress(OSError):
         ids |= {a for p in hosts_dir(root).iterdir() if (a := agent_id_from_socket(p))}

@@ -13,6 +13,7 @@ from agenthost.cli.common import (
     agent_options,
     check_adapter,
     check_agent,
+    check_installed,
     complete_agent_ids,
     handle_errors,
     home_option,
@@ -23,6 +24,7 @@ from agenthost.cli.common import (
     remote_option,
     run_there,
 )
+from agenthost.cli.params import FloatRange
 from agenthost.log import LEVELS
 from agenthost.paths import validate_agent_id
 from agenthost.remote import Remote
@@ -79,7 +81,7 @@ def _cpus(value: str) -> float:
     return parse_cpus(value)
 
 
-@click.command(context_settings={"show_default": True})
+@click.group(invoke_without_command=True, context_settings={"show_default": True})
 @click.option(
     "--host-scope",
     type=click.Choice(["auto", "systemd", "session"]),
@@ -89,19 +91,19 @@ def _cpus(value: str) -> float:
 )
 @click.option(
     "--probe-timeout",
-    type=click.FloatRange(min=0.05),
+    type=FloatRange(min=0.05),
     default=1.0,
     help="Seconds each host has to answer the start-up probe.",
 )
 @click.option(
     "--scan-interval",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=5.0,
     help="Seconds between rescans of the hosts directory (0: never).",
 )
 @click.option(
     "--flush-interval",
-    type=click.FloatRange(min=0.01),
+    type=FloatRange(min=0.01),
     default=0.25,
     help="Seconds between batched writes of the stream positions.",
 )
@@ -139,8 +141,10 @@ def _cpus(value: str) -> float:
 )
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", help="Log verbosity.")
 @home_option
+@click.pass_context
 @handle_errors
 def daemon(
+    ctx: click.Context,
     host_scope: str,
     probe_timeout: float,
     scan_interval: float,
@@ -160,9 +164,22 @@ def daemon(
     left off, then serves <home>/daemon.sock (spawn, list, stop, watch). Hosts outlive
     it: SIGTERM, SIGINT, kill -9 or an upgrade end the daemon only. Under systemd it
     reports readiness (Type=notify) after that reconcile.
+
+    `agenthost daemon status` shows the running daemon; `agenthost daemon stop` stops
+    it (its hosts keep running), e.g. to start it again with other limits.
     """
     import gc
     from typing import cast
+
+    if ctx.invoked_subcommand is not None:
+        from agenthost.cli.daemonctl import only_home
+
+        only_home(ctx)
+        return
+    if queue and max_agents is None:
+        raise click.UsageError(
+            "--queue needs --max-agents N: without a limit nothing is ever queued"
+        )
 
     # The daemon's modules, pydantic and the models are objects that live as long as
     # the process: collecting while they are created is wasted work (as for serve,
@@ -205,6 +222,16 @@ def daemon(
     run_daemon(config, factory)
 
 
+def _add_controls() -> None:
+    from agenthost.cli.daemonctl import daemon_status, daemon_stop
+
+    daemon.add_command(daemon_status)
+    daemon.add_command(daemon_stop)
+
+
+_add_controls()
+
+
 @contextlib.contextmanager
 def _stop_first(agent_id: str) -> Iterator[None]:
     """Add what to do to the daemon's ``busy`` and ``limit_reached`` answers (hints do
@@ -225,8 +252,8 @@ def _stop_first(agent_id: str) -> Iterator[None]:
 
 @click.command(context_settings={"show_default": True})
 @agent_options
-@click.option("--linger", type=click.FloatRange(min=0), default=None, help="As for serve.")
-@click.option("--stop-timeout", type=click.FloatRange(min=0), default=None, help="As for serve.")
+@click.option("--linger", type=FloatRange(min=0), default=None, help="As for serve.")
+@click.option("--stop-timeout", type=FloatRange(min=0), default=None, help="As for serve.")
 @click.option("--ring-size", type=click.IntRange(min=1), default=None, help="As for serve.")
 @click.option("--ring-bytes", type=click.IntRange(min=1024), default=None, help="As for serve.")
 @click.option(
@@ -237,11 +264,9 @@ def _stop_first(agent_id: str) -> Iterator[None]:
 )
 @click.option("--max-restarts", type=click.IntRange(min=0), default=5, help="Consecutive restarts.")
 @click.option(
-    "--backoff", type=click.FloatRange(min=0), default=1.0, help="First restart delay (doubles)."
+    "--backoff", type=FloatRange(min=0), default=1.0, help="First restart delay (doubles)."
 )
-@click.option(
-    "--backoff-max", type=click.FloatRange(min=0), default=60.0, help="Longest restart delay."
-)
+@click.option("--backoff-max", type=FloatRange(min=0), default=60.0, help="Longest restart delay.")
 @click.option(
     "--worktree",
     "worktree",
@@ -341,10 +366,19 @@ def run(
             check_branch(worktree)
         except ConfigError as exc:
             raise click.BadParameter(exc.message, param_hint="--worktree") from None
+    if worktree is not None and remote is None:  # a usage error, before anything starts
+        from agenthost.daemon.worktrees import find_repo
+
+        find_repo(str(repo or Path.cwd()))
     if remote is None:
+        from agenthost.daemon.client import daemon_alive
+
         root: Path | None
         root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
-        where: str | None = str((cwd or Path.cwd()).absolute())
+        here = str((cwd or Path.cwd()).absolute())
+        if not daemon_alive(root):  # the one started now has our PATH; a running one checks
+            check_installed(kind, resume, params, command, cwd=here, env=parse_pairs(env))
+        where: str | None = here
     else:  # the home and the directory are the remote's: only the adapter is checked here
         validate_agent_id(remember_agent_id(agent_id))
         root, params = home, check_adapter(kind, resume, agent_opts, command)
@@ -448,7 +482,9 @@ def forget(
         print_json({"ok": True, **result.model_dump(mode="json", exclude_none=True)})
         return
     if result.forgotten:
-        click.echo(f"forgot {agent_id}" + (" and deleted its journal" if result.purged else ""))
+        purged = " and deleted its journal" if result.purged else ""
+        queued = " (it was queued: it never started)" if result.previous_status == "queued" else ""
+        click.echo(f"forgot {agent_id}{purged}{queued}")
     else:
         click.echo(f"deleted the journal of {agent_id} (the daemon did not know it)")
     if result.worktree is not None and result.worktree_removed:

@@ -15,6 +15,7 @@ from agenthost.cli.common import (
     Exit,
     agent_options,
     check_agent,
+    check_installed,
     handle_errors,
     home_option,
     json_option,
@@ -22,6 +23,7 @@ from agenthost.cli.common import (
     print_json,
     remember_agent_id,
 )
+from agenthost.cli.params import FloatRange
 from agenthost.hostoptions import DEFAULT_JOURNAL, DEFAULTS, HostOptions
 from agenthost.journal.writer import JournalConfig, SyncPolicy
 from agenthost.log import LEVELS
@@ -31,13 +33,13 @@ from agenthost.log import LEVELS
 @agent_options
 @click.option(
     "--linger",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=DEFAULTS.linger,
     help="Seconds the host keeps serving after the agent exited.",
 )
 @click.option(
     "--stop-timeout",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=DEFAULTS.stop_timeout,
     help="On SIGTERM/SIGINT: seconds between SIGTERM and SIGKILL to the agent.",
 )
@@ -65,7 +67,7 @@ from agenthost.log import LEVELS
 )
 @click.option(
     "--journal-sync-interval",
-    type=click.FloatRange(min=0.01),
+    type=FloatRange(min=0.01),
     default=DEFAULT_JOURNAL.sync_interval,
     help="Seconds between journal fsyncs (--journal-sync interval).",
 )
@@ -77,7 +79,7 @@ from agenthost.log import LEVELS
 )
 @click.option(
     "--journal-max-age",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=DEFAULT_JOURNAL.max_age,
     help="Seconds journal segments are kept (0: no limit).",
 )
@@ -136,11 +138,14 @@ def serve(
     # usage errors before anything starts, in the foreground and with --detach alike
     check_agent(agent_id, home, kind, resume, agent_opts, command)
     options = options_from_params(click.get_current_context().params)
+    # the background host must not depend on the directory it was started from
+    where = (cwd or Path.cwd()).absolute()
+    # and a program that is not there: no host serves an agent that can never run
+    check_installed(kind, resume, options.agent_opts, command, cwd=where, env=options.env)
     if detach:
         from agenthost.launch import spawn_detached
 
-        # the background host must not depend on the directory it was started from
-        started = spawn_detached(replace(options, cwd=(cwd or Path.cwd()).absolute()))
+        started = spawn_detached(replace(options, cwd=where))
         if as_json:
             print_json(
                 {

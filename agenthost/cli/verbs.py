@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,9 +19,13 @@ from agenthost.cli.common import (
     remotes_option,
     use_color,
 )
+from agenthost.cli.params import FloatRange
 from agenthost.cli.render import Style, render_entry, render_status, table
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
+
+if TYPE_CHECKING:
+    from agenthost.daemon.protocol import DaemonStopResponse
 
 
 def _style() -> Style:
@@ -31,7 +36,7 @@ def _style() -> Style:
 @click.option("--project", default=None, help="Only agents of this project.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.05),
+    type=FloatRange(min=0.05),
     default=1.0,
     show_default=True,
     help="Seconds to wait for each host's answer.",
@@ -251,7 +256,7 @@ def send(
 @click.option("--force", is_flag=True, help="SIGKILL at once instead of SIGTERM first.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, max=86400),
+    type=FloatRange(min=0, max=86400),
     default=30.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL.",
@@ -270,14 +275,32 @@ def stop(
     remote: Remote | None,
     as_json: bool,
 ) -> None:
-    """Stop an agent and its host; waits until the agent has exited."""
+    """Stop an agent and its host; waits until the agent has exited.
+
+    An agent the daemon has queued (--max-agents) or is about to restart has no host
+    yet: the daemon takes it out of the queue (or calls the restart off) instead.
+    """
     from agenthost.client import Client
+    from agenthost.errors import HostNotFound
 
     remember_agent_id(agent_id)
-    with Client(agent_id, home=home, remote=remote) as client:
-        result = client.stop(force=force, timeout=timeout, reason=reason)
+    try:
+        with Client(agent_id, home=home, remote=remote) as client:
+            result = client.stop(force=force, timeout=timeout, reason=reason)
+    except HostNotFound:
+        hostless = _stop_hostless(agent_id, home, remote, reason)
+        if hostless is None:
+            raise
+        result = hostless
     if as_json:
         print_json(result.model_dump(mode="json", exclude_none=True))
+        return
+    before = getattr(result, "previous_status", None)  # (a DaemonStopResponse's)
+    if before == "queued":
+        click.echo(f"took {agent_id} out of the daemon's queue: it never started")
+        return
+    if before == "restarting":
+        click.echo(f"stopped {agent_id}: it had no host, and the daemon will not restart it")
         return
     if result.signal == "SIGKILL" and not result.graceful:
         how = "was killed with SIGKILL" + ("" if force else " (it ignored SIGTERM)")
@@ -287,6 +310,34 @@ def stop(
         how = f"exited with code {result.exit_code}"
     said = f"the agent {how}; the stop took {result.duration} (final state {result.final_state})"
     click.echo(f"stopped {agent_id}: {escape(said)}")
+
+
+def _stop_hostless(
+    agent_id: str, home: Path | None, remote: Remote | None, reason: str
+) -> DaemonStopResponse | None:
+    """Stop, through the daemon, an agent that has no host because it waits for one
+    (queued, or its restart's backoff); None when the daemon (if any) has no such
+    agent."""
+    from agenthost.client import run_blocking
+    from agenthost.daemon.client import DaemonClient, daemon_alive
+    from agenthost.daemon.protocol import AgentStatus
+    from agenthost.errors import AgentHostError
+    from agenthost.paths import resolve_home
+
+    if remote is None and not daemon_alive(resolve_home(home)):
+        return None
+
+    async def ask() -> DaemonStopResponse | None:
+        async with DaemonClient(home, remote=remote) as daemon:
+            known = {a.agent_id: a.status for a in await daemon.list()}
+            if known.get(agent_id) not in (AgentStatus.QUEUED, AgentStatus.RESTARTING):
+                return None
+            return await daemon.stop(agent_id, reason=reason)
+
+    try:
+        return run_blocking(ask())
+    except AgentHostError:  # no daemon answers (there): the host's error says it all
+        return None
 
 
 @click.command()

@@ -18,6 +18,7 @@ from agenthost.cli.common import (
     remember_agent_id,
     remote_option,
 )
+from agenthost.cli.params import FloatRange
 from agenthost.protocol import AgentState
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
@@ -37,7 +38,7 @@ STATES = [s.value for s in AgentState if s is not AgentState.STARTING]
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=None,
     help="Give up after this many seconds (default: wait as long as it takes).",
 )

@@ -393,3 +393,47 @@ def forget_agent(
         return worktrees.forget_response(agent_id, forgotten, purged, removal)
     finally:
         lock.release()
+
+
+def stop_daemon(home: Path, *, timeout: float = 30.0) -> int | None:
+    """Stop the daemon of ``home`` gracefully (SIGTERM, as systemd would) and wait until
+    it exited; its pid, or None when no daemon runs. Its hosts keep running (a daemon's
+    end never reaches them). Raise RequestTimeout if it still runs after ``timeout``
+    seconds. Blocking.
+
+    The pid is the one the daemon wrote into its lock, and it is signalled through a
+    pidfd taken while the lock is still held by that pid: never another process that
+    got the number after the daemon ended.
+    """
+    import select
+    import signal
+
+    from agenthost.errors import RequestTimeout
+    from agenthost.lockfile import read_lock_info
+
+    lock = daemon_lock_path(home)
+    if not is_lock_held(lock):
+        return None
+    pid = (read_lock_info(lock) or {}).get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        raise DaemonNotRunning(f"the daemon lock {lock} is held but names no pid")
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return pid  # it ended between the two reads: stopped all the same
+    try:
+        if not is_lock_held(lock) or (read_lock_info(lock) or {}).get("pid") != pid:
+            return pid  # ended meanwhile (the number may already be another process's)
+        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)  # readable once the process has exited
+        if not poller.poll(max(0, int(timeout * 1000))):
+            raise RequestTimeout(
+                f"the daemon (pid {pid}) did not exit within {timeout:g}s of SIGTERM",
+                hint=f"see {daemon_log_path(home)}; `kill -9 {pid}` ends it (hosts stay)",
+            )
+    except ProcessLookupError:
+        pass  # it exited before the signal: as good
+    finally:
+        os.close(pidfd)
+    return pid

@@ -51,6 +51,7 @@ async def spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
 
     options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
     make_adapter(spec.agent, options).build_command(spec.command)
+    sup.spawner.check_program(spec)  # installed here, or refused before anything
     sup.spawner.check_resources(spec)  # enforceable here, or refused before anything
     agent_id = spec.agent_id
     if agent_id in sup.spawning:
@@ -192,6 +193,7 @@ async def stop(sup: Supervisor, request: DaemonStopRequest) -> DaemonStopRespons
     if agent is None:
         raise AgentNotRunning(f"the daemon knows no agent {request.agent_id!r}")
     record = agent.record
+    before = str(record.status)
     agent.stop_requested = True
     agent.wakeup.set()
     result: StopResponse | None = None
@@ -219,8 +221,11 @@ async def stop(sup: Supervisor, request: DaemonStopRequest) -> DaemonStopRespons
             duration=short_duration(elapsed),
             duration_seconds=round(elapsed, 3),
             final_state=record.state,
+            previous_status=before,
         )
-    return DaemonStopResponse(agent_id=record.agent_id, **result.model_dump())
+    return DaemonStopResponse(
+        agent_id=record.agent_id, previous_status=before, **result.model_dump()
+    )
 
 
 async def forget(sup: Supervisor, request: ForgetRequest) -> ForgetResponse:
@@ -233,7 +238,10 @@ async def forget(sup: Supervisor, request: ForgetRequest) -> ForgetResponse:
         # stopped a moment ago (`agenthost stop`, then forget): the host is gone and
         # the lifecycle is recording the end; let it finish
         await _retire(sup, agent)
-    live = agent is not None and (agent.running or agent.record.status not in ENDED_STATUSES)
+    # a queued agent has no host and no lifecycle yet: forgetting it takes it out of
+    # the queue (as stopping it would)
+    done = ENDED_STATUSES | {AgentStatus.QUEUED}
+    live = agent is not None and (agent.running or agent.record.status not in done)
     if live or host_alive:
         status = f" (status {agent.record.status})" if agent is not None else ""
         raise Busy(
@@ -248,4 +256,7 @@ async def forget(sup: Supervisor, request: ForgetRequest) -> ForgetResponse:
     if sup.notifier is not None:
         sup.notifier.forget(agent_id)
     forgotten = sup.registry.forget(agent_id)
-    return worktrees.forget_response(agent_id, forgotten, purged, removal)
+    answer = worktrees.forget_response(agent_id, forgotten, purged, removal)
+    if agent is None:
+        return answer
+    return answer.model_copy(update={"previous_status": str(agent.record.status)})

@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from agenthost.errors import InvalidAgentId, ProtocolError
-from agenthost.models import OpenModel, PeerModel, Timestamp
+from agenthost.models import OpenModel, PeerModel, Timestamp, UsdLimit
 from agenthost.paths import validate_agent_id
 from agenthost.protocol import (
     AgentState,
@@ -168,7 +168,7 @@ class SpawnSpec(PeerModel):
     ring_bytes: StrictInt | None = Field(default=None, ge=1024)
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
     # 1.4
-    budget_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, strict=True)
+    budget_usd: UsdLimit | None = None
     budget_tokens: StrictInt | None = Field(default=None, ge=0, le=10**15)
     worktree: StrictStr | None = Field(default=None, max_length=250)
     """Run the agent in a git worktree of its own of ``repo``, on this branch (created
@@ -336,6 +336,10 @@ class SpawnResponse(OpenModel):
 
 class DaemonStopResponse(StopResponse):
     agent_id: str
+    previous_status: str | None = None
+    """(1.4) The daemon's status of the agent when the stop came: ``queued`` means it
+    was taken out of the queue (it never started), ``restarting`` that its restart was
+    called off."""
 
 
 class ForgetResponse(OpenModel):
@@ -350,6 +354,9 @@ class ForgetResponse(OpenModel):
     """(1.4) Whether the worktree was removed (its branch always stays)."""
     worktree_kept_reason: str | None = None
     """(1.4) Why it was kept: uncommitted changes, or git refused."""
+    previous_status: str | None = None
+    """(1.4) The daemon's status of the agent when it was forgotten (``queued``: it was
+    taken out of the queue and never started)."""
 
 
 class WatchStart(OpenModel):

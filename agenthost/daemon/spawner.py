@@ -50,7 +50,7 @@ from agenthost.errors import AgentHostError, ConfigError, FactoryError, HostAlre
 from agenthost.hostfactory.handle import Factory
 from agenthost.hostfactory.messages import Order
 from agenthost.hostoptions import DEFAULTS, HostOptions
-from agenthost.launch import HostStartError, log_tail, open_log, start_logged
+from agenthost.launch import HostStartError, log_tail, open_log, start_failure, start_logged
 from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
 
@@ -208,13 +208,36 @@ class Spawner:
             return []
         return resources.plan(spec.memory_max, spec.cpu_max, resources.read_facts(self.scope))
 
-    async def spawn(self, spec: SpawnSpec, *, resume: str | None = None) -> SpawnedHost:
-        """Start a host for ``spec``; return once it reported READY=1 and answers a ping.
+    def check_program(self, spec: SpawnSpec) -> None:
+        """Raise AgentCannotStart, before anything starts, when the agent's program is
+        not there for a host of this daemon: on the daemon's PATH (its environment is
+        the host's) with the spec's ``env``, from the agent's directory."""
+        from agenthost.agents import AdapterOptions, make_adapter
+        from agenthost.agents.programs import check_argv
 
-        Raise HostAlreadyRunning if a live host holds the agent's lock, HostStartError
-        (with the end of its log) if it exits or is not ready in time.
+        adapter = make_adapter(
+            spec.agent, AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
+        )
+        check_argv(
+            adapter,
+            adapter.build_command(spec.command),
+            cwd=spec.cwd or str(self.home),  # (a host without one runs in the home)
+            env={k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV},
+            agent_env=spec.env,
+            whose="the daemon's",
+        )
+
+    async def spawn(self, spec: SpawnSpec, *, resume: str | None = None) -> SpawnedHost:
+        """Start a host for ``spec``; return once it reported READY=1 and serves its
+        agent.
+
+        Raise AgentCannotStart if the agent's program is not there (checked first; and
+        if the host could not spawn it all the same, that host is stopped),
+        HostAlreadyRunning if a live host holds the agent's lock, HostStartError (with
+        the end of its log) if it exits or is not ready in time.
         """
         agent_id = spec.agent_id
+        self.check_program(spec)  # (a restart too: the program may have gone meanwhile)
         properties = self.check_resources(spec)  # (a restart too: the scope may have changed)
         if is_lock_held(lock_path(self.home, agent_id)):
             raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")
@@ -253,9 +276,15 @@ class Spawner:
                 connect_timeout=self.ping_timeout,
                 request_timeout=self.ping_timeout,
             ) as client:
-                await client.ping()
+                failure = start_failure(agent_id, (await client.status()).agent)
+                if failure is not None:  # it serves, its agent never ran: not a start
+                    with contextlib.suppress(AgentHostError):  # (ended meanwhile: as good)
+                        await client.stop(force=True, reason="its agent could not be started")
         except AgentHostError as exc:
             raise HostStartError(f"the host for {agent_id!r} does not answer: {exc}") from exc
+        if failure is not None:
+            log.warning("host.agent_not_started", agent_id=agent_id, error=failure.message)
+            raise failure
         # the lock names the host that serves (after a factory lost mid-order, it may not
         # be the one exec'd last)
         info = read_lock_info(lock_path(self.home, agent_id)) or {}

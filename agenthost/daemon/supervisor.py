@@ -39,6 +39,7 @@ from agenthost.daemon.protocol import AgentStatus, DaemonAgent, NoticeType, Rest
 from agenthost.daemon.registry import AgentRecord, ExitRecord, Registry
 from agenthost.daemon.spawner import Spawner
 from agenthost.errors import (
+    AgentCannotStart,
     AgentHostError,
     HostAlreadyRunning,
     RegistryError,
@@ -267,6 +268,11 @@ class Supervisor:
                 record.status = AgentStatus.RUNNING
                 self.save(record)
                 return True  # somebody started it meanwhile: follow that one
+            except AgentCannotStart as exc:  # no program: every attempt would fail alike
+                log.warning("restart.cannot_start", agent_id=record.agent_id, error=exc.message)
+                self._give_up(record, exc.message)
+                self.save(record)
+                return False
             except AgentHostError as exc:
                 log.warning("restart.failed", agent_id=record.agent_id, error=exc.message)
                 record.last_error = exc.message
@@ -314,10 +320,15 @@ class Supervisor:
             )
             return True
         if decision.gave_up and record.status != AgentStatus.FAILED:
-            record.status = AgentStatus.FAILED
-            record.last_error = decision.reason
-            self.hub.notice(NoticeType.AGENT_FAILED, record.agent_id, reason=decision.reason)
+            self._give_up(record, decision.reason)
         return False
+
+    def _give_up(self, record: AgentRecord, reason: str) -> None:
+        """No more restarts: the agent is ``failed``, for ``reason`` (not saved yet)."""
+        record.status = AgentStatus.FAILED
+        record.last_error = reason
+        record.next_restart_at = None
+        self.hub.notice(NoticeType.AGENT_FAILED, record.agent_id, reason=reason)
 
     def end_run(self, agent: Agent, outcome: Outcome, reason: str) -> RestartDecision:
         """Record how a host run ended and decide about a restart (status set, saved)."""

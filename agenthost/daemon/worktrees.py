@@ -10,8 +10,11 @@ registry keeps: restarts and a later ``run`` of the same id use the same worktre
 it is kept, and the answer says so); the branch always stays, with its commits.
 
 Branch names are checked before git runs (:func:`check_branch`: the rules of ``git
-check-ref-format --branch``), and every git failure becomes a ConfigError that says
-what git said. Blocking (``subprocess``): the daemon runs these in a thread.
+check-ref-format --branch``; a ConfigError, which ``run`` reports as a usage error, as
+it does a ``--repo`` that is not a repository: :func:`find_repo`, before anything
+starts). Everything else that fails (git, a branch checked out elsewhere, the setup)
+is a WorktreeError that says what git said: its own wire code and exit status, 14.
+Blocking (``subprocess``): the daemon runs these in a thread.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from agenthost.daemon.protocol import ForgetResponse, SpawnSpec
-from agenthost.errors import ConfigError
+from agenthost.errors import ConfigError, WorktreeError
 from agenthost.launch import open_log
 from agenthost.paths import ensure_private_dir, worktrees_dir
 
@@ -96,12 +99,12 @@ def _git(repo: Path | str, *args: str, check: bool = True) -> subprocess.Complet
             check=False,
         )
     except FileNotFoundError:
-        raise ConfigError("git is not installed: --worktree needs it") from None
+        raise WorktreeError("git is not installed: --worktree needs it") from None
     except subprocess.TimeoutExpired:
-        raise ConfigError(f"git {args[0]} in {repo} took over {GIT_TIMEOUT:g}s") from None
+        raise WorktreeError(f"git {args[0]} in {repo} took over {GIT_TIMEOUT:g}s") from None
     if check and result.returncode != 0:
         said = (result.stderr or result.stdout).strip()[-OUTPUT_KEPT:]
-        raise ConfigError(f"git {' '.join(args[:2])} failed in {repo}: {said}")
+        raise WorktreeError(f"git {' '.join(args[:2])} failed in {repo}: {said}")
     return result
 
 
@@ -118,40 +121,53 @@ def _worktrees(repo: Path) -> dict[str, str]:
     return out
 
 
+def find_repo(repo: str) -> Path:
+    """The top directory of the git repository ``repo`` (``--repo``) is in; ConfigError
+    when it is no directory or in no repository (``run`` checks it before anything
+    starts: a usage error)."""
+    given = Path(repo).expanduser()
+    if not given.is_dir():
+        raise ConfigError(f"--repo {repo}: no such directory")
+    top = _git(given, "rev-parse", "--show-toplevel", check=False)
+    if top.returncode != 0:
+        raise ConfigError(f"--repo {repo} is not in a git repository")
+    return Path(top.stdout.strip())
+
+
 def prepare(home: Path, spec: SpawnSpec, log_file: Path) -> SpawnSpec:
     """The agent's worktree, made (or found again) for ``spec``; the spec to run, with
-    ``cwd`` the worktree. Raise ConfigError when git refuses or the setup fails (a
-    worktree made here is then removed, with its new branch)."""
+    ``cwd`` the worktree. Raise WorktreeError when git refuses or the setup fails (a
+    worktree made here is then removed, with its new branch), and for a repository or
+    a branch name ``run`` should have refused (a spawn request of another client)."""
     assert spec.worktree is not None
-    if not spec.repo:
-        raise ConfigError("--worktree needs the repository (--repo DIR)")
-    branch = check_branch(branch_for(spec.agent_id, spec.worktree))
-    repo_given = Path(spec.repo).expanduser()
-    if not repo_given.is_dir():
-        raise ConfigError(f"--repo {spec.repo}: no such directory")
-    top = _git(repo_given, "rev-parse", "--show-toplevel", check=False)
-    if top.returncode != 0:
-        raise ConfigError(f"--repo {spec.repo} is not in a git repository")
-    repo = Path(top.stdout.strip())
+    try:
+        if not spec.repo:
+            raise ConfigError("--worktree needs the repository (--repo DIR)")
+        branch = check_branch(branch_for(spec.agent_id, spec.worktree))
+        repo = find_repo(spec.repo)
+    except WorktreeError:
+        raise
+    except ConfigError as exc:
+        raise WorktreeError(exc.message, hint=exc.hint) from None
     path = worktree_path(home, spec.agent_id)
     known = _worktrees(repo)
     here = known.get(os.path.realpath(path))
     if here is not None:  # made by an earlier run of this agent: use it again
         if here != branch:
-            raise ConfigError(
+            raise WorktreeError(
                 f"the worktree {path} of agent {spec.agent_id!r} is on branch {here!r}, "
                 f"not {branch!r}",
                 hint=f"agenthost forget {spec.agent_id} removes it",
             )
         return spec.model_copy(update={"cwd": str(path), "repo": str(repo)})
     if path.exists():
-        raise ConfigError(
+        raise WorktreeError(
             f"{path} exists and is not a worktree of {repo}",
             hint=f"agenthost forget {spec.agent_id}, or move it away",
         )
     elsewhere = [p for p, b in known.items() if b == branch]
     if elsewhere:
-        raise ConfigError(f"branch {branch!r} is checked out already, in {elsewhere[0]}")
+        raise WorktreeError(f"branch {branch!r} is checked out already, in {elsewhere[0]}")
     ensure_private_dir(worktrees_dir(home))
     exists = _git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
     new_branch = exists.returncode != 0
@@ -162,7 +178,7 @@ def prepare(home: Path, spec: SpawnSpec, log_file: Path) -> SpawnSpec:
     if spec.setup:
         try:
             _setup(spec.setup, path, log_file)
-        except ConfigError:
+        except WorktreeError:
             _git(repo, "worktree", "remove", "--force", str(path), check=False)
             if new_branch:
                 _git(repo, "branch", "-D", branch, check=False)
@@ -185,14 +201,14 @@ def _setup(command: str, path: Path, log_file: Path) -> None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise ConfigError(f"the setup command ran over {SETUP_TIMEOUT:g}s: {command}") from None
+        raise WorktreeError(f"the setup command ran over {SETUP_TIMEOUT:g}s: {command}") from None
     output = result.stdout + result.stderr
     with os.fdopen(open_log(log_file), "a", encoding="utf-8") as fh:  # ours only
         fh.write(f"worktree setup: {command}\n{output}")
         fh.write(f"worktree setup: exit status {result.returncode}\n")
     if result.returncode != 0:
         tail = output.strip()[-OUTPUT_KEPT:]
-        raise ConfigError(
+        raise WorktreeError(
             f"the setup command failed (exit status {result.returncode}): {command}"
             + (f"\n{tail}" if tail else "")
         )

@@ -22,9 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 Limit = Literal["usd", "tokens"]
+
+USD_MAX: Final = 1e9
+"""The largest USD limit (a billion dollars: anything above is a typo)."""
+USD_RULE: Final = f"a USD limit is a finite number of dollars from 0 to {USD_MAX:.0f}"
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -94,6 +98,21 @@ USD_DIGITS = 4
 ``$0.001``, never ``$0.00``."""
 
 
+def usd_limit(value: float) -> float:
+    """``value`` if it can be a USD limit: a finite number from 0 to :data:`USD_MAX`;
+    ValueError (:data:`USD_RULE`) otherwise. The one rule for every way a limit is given
+    (``serve``/``run --budget-usd``, ``budget --usd``, ``host.budget``, a daemon's
+    spawn): a NaN compares false with everything, so a limit of NaN never fired."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= USD_MAX
+    ):
+        raise ValueError(f"{USD_RULE}, not {value!r}")
+    return float(value)
+
+
 def usd(amount: float) -> str:
     """An amount in dollars as every view shows it: cents at least (``$12.50``), and
     below that as many decimals as :data:`USD_DIGITS` significant digits need, trailing
@@ -141,6 +160,25 @@ def check(state: BudgetState) -> Crossing | None:
             {"limit": "tokens", "tokens": state.tokens, "spent_tokens": state.spent_tokens},
         )
     return None
+
+
+def reached(state: BudgetState) -> list[Limit]:
+    """The limits ``state`` has reached (USD first): the ones to raise for sends to
+    pass again."""
+    out: list[Limit] = []
+    if state.usd is not None and state.spent_usd >= state.usd:
+        out.append("usd")
+    if state.tokens is not None and state.spent_tokens >= state.tokens:
+        out.append("tokens")
+    return out
+
+
+def raise_command(agent_id: str, state: BudgetState) -> str:
+    """``agenthost budget ID --tokens N``: the command that lets sends through again,
+    with the flag of each limit reached (a token budget is not raised by ``--usd``)."""
+    flags = {"usd": "--usd AMOUNT", "tokens": "--tokens N"}
+    wanted = [flags[limit] for limit in reached(state)] or [flags["usd"]]
+    return f"agenthost budget {agent_id} {' '.join(wanted)}"
 
 
 def change(

@@ -21,7 +21,7 @@ import structlog
 
 from agenthost.agents.base import AdapterEvent, Governed, TurnResult
 from agenthost.errors import AgentHostError, BudgetExceeded, InvalidPayload
-from agenthost.governance.budget import BudgetState, change, observe
+from agenthost.governance.budget import BudgetState, change, observe, raise_command
 
 if TYPE_CHECKING:
     from agenthost.host.stream import AgentStream
@@ -73,11 +73,10 @@ class Budgets:
         """Raise BudgetExceeded while a limit is reached."""
         if self.state.exceeded is None:
             return
-        agent_id = self.agent_id
         # the way out is in the message: a hint does not cross the wire
         raise BudgetExceeded(
-            f"agent {agent_id} is over its budget ({self.state.exceeded}): send refused; "
-            f"raise it with: agenthost budget {agent_id} --usd AMOUNT (or --tokens N)"
+            f"agent {self.agent_id} is over its budget ({self.state.exceeded}): send "
+            f"refused; raise it with: {raise_command(self.agent_id, self.state)}"
         )
 
     def change(self, request: BudgetRequest) -> Budget:

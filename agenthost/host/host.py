@@ -326,7 +326,9 @@ class Host:
         except SpawnError as exc:
             log.error("agent.spawn_failed", error=str(exc))
             self.exit = ExitStatus(exc.exit_code, None, time.time())
-            self.stream.info.update(exit_code=exc.exit_code, ended_at=self.exit.ended_at)
+            self.stream.info.update(
+                exit_code=exc.exit_code, ended_at=self.exit.ended_at, start_error=str(exc)
+            )
             self.stream.publish(
                 [ErrorNote(f"cannot start agent: {exc}"), StateChange(AgentState.ERROR)]
             )

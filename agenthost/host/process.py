@@ -56,6 +56,7 @@ from typing import Any, Final
 
 import structlog
 
+from agenthost.agents.programs import lookup
 from agenthost.errors import AgentNotRunning
 from agenthost.host import reaper
 
@@ -159,19 +160,12 @@ def check_program(name: str, cwd: str | None, env: Mapping[str, str]) -> None:
     """
     if not name:
         raise SpawnError("command not found: (empty command name)", 127)
-    if cwd and not os.path.isdir(cwd):
+    found = lookup(name, cwd, env)
+    if found.path is not None:
+        return
+    if found.no_cwd:
         raise SpawnError(f"working directory not found: {cwd}", 127)
-    if "/" in name:
-        candidates = [name]
-    else:
-        candidates = [os.path.join(d, name) for d in os.get_exec_path(dict(env))]
-    denied = False
-    for candidate in candidates:
-        path = os.path.join(cwd, candidate) if cwd else candidate  # relative: from cwd
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return
-        denied = denied or os.path.exists(path)
-    if denied:
+    if found.denied:
         raise SpawnError(f"permission denied: {name} (Permission denied)", 126)
     raise SpawnError(f"command not found: {name} (No such file or directory)", 127)
 

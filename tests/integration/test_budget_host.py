@@ -51,6 +51,9 @@ def test_a_crossed_token_budget_refuses_sends_until_raised(
     sent = cli(home, "send", "b1", "more")
     assert sent.returncode == 12, sent
     assert "over its budget" in sent.stderr and "agenthost budget b1" in sent.stderr
+    # the token limit was crossed: the way out is --tokens (it said --usd first)
+    assert "raise it with: agenthost budget b1 --tokens N" in sent.stderr, sent
+    assert "--usd" not in sent.stderr
 
     raised = cli(home, "budget", "b1", "--tokens", "1000000")
     assert raised.returncode == 0, raised
@@ -90,6 +93,9 @@ def test_a_usd_budget_set_later_below_the_spent_cost_refuses_at_once(
     [
         ({"usd": "5"}, "usd"),
         ({"usd": -1}, "usd"),
+        ({"usd": math.nan}, "usd"),  # (a NaN limit never fired: nothing compares to it)
+        ({"usd": math.inf}, "usd"),
+        ({"usd": -math.inf}, "usd"),
         ({"tokens": 1.5}, "tokens"),
         ({"clear": ["dollars"]}, "clear"),
         ({"usd": 1, "clear": ["usd"]}, "both set and cleared"),
@@ -106,12 +112,23 @@ def test_garbage_budget_requests_are_refused_and_change_nothing(
     assert host.agent()["budget"]["usd"] == 2.0
 
 
-@pytest.mark.parametrize("value", ["-1", "abc", str(math.inf)])
+@pytest.mark.parametrize("value", ["-1", "abc", str(math.inf), "nan", "-inf", "1e400", "-0.5"])
 def test_garbage_budget_options_are_usage_errors(home: Path, value: str) -> None:
-    result = cli(home, "serve", "--agent-id", "x", "--budget-usd", value)
-    assert result.returncode == 2, result
-    assert "--budget-usd" in result.stderr
+    # one rule everywhere, before anything starts: `serve` (in the foreground and
+    # --detach), `run` (no daemon is started) and `budget` (no host is asked)
+    rule = "a USD limit is a finite number of dollars from 0 to 1000000000"
+    for args in (
+        ["serve", "--agent-id", "x", "--budget-usd", value],
+        ["serve", "--agent-id", "x", "--detach", "--budget-usd", value],
+        ["run", "--agent-id", "x", "--budget-usd", value],
+        ["budget", "x", "--usd", value],
+    ):
+        result = cli(home, *args)
+        assert result.returncode == 2, result
+        assert f"{rule}, not {value!r}" in result.stderr, result
+        assert "Traceback" not in result.stderr
     assert cli(home, "budget", "x", "--tokens", value).returncode == 2
+    assert list(home.iterdir()) == []  # no host, no daemon, no log
 
 
 def test_set_and_clear_together_is_a_usage_error(home: Path) -> None:

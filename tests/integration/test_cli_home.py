@@ -78,3 +78,76 @@ def test_empty_agenthost_home_means_unset(home: Path) -> None:
     assert not (home / "hosts").exists()  # not the current directory
     stopped = agenthost(home, "stop", "h1", **env)
     assert stopped.returncode == 0, stopped.stderr
+
+
+def _every_command() -> list[list[str]]:
+    """Every command that takes a home (group subcommands included), with dummy values
+    for its required parameters: ``agenthost ARGS`` runs as far as its options."""
+    import click
+
+    from agenthost.cli import COMMANDS, cli
+
+    ctx = click.Context(cli)
+    found: list[list[str]] = []
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        if isinstance(command, click.Group):
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, [*path, name])
+        if not any(p.name == "home" for p in command.params):
+            return
+        args = list(path)
+        for param in command.params:
+            if not param.required:
+                continue
+            choices = getattr(param.type, "choices", None)
+            value = str(next(iter(choices))) if choices else "x1"
+            args += [param.opts[0], value] if isinstance(param, click.Option) else [value]
+        found.append(args)
+
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        walk(command, [name])
+    return found
+
+
+EVERY_COMMAND = _every_command()
+
+
+def test_every_command_is_tried() -> None:
+    tried = [" ".join(args) for args in EVERY_COMMAND]
+    wanted = ["list", "run ", "status ", "demo", "serve ", "daemon", "daemon stop", "web token"]
+    assert all(any(t.startswith(w) for t in tried) for w in wanted), tried
+    assert len(tried) >= 30  # every command but `schema`, which has no home
+
+
+@pytest.mark.parametrize("args", EVERY_COMMAND, ids=" ".join)
+def test_every_command_refuses_a_home_that_is_a_file(home: Path, args: list[str]) -> None:
+    # AGENTHOST_HOME naming a file gave a traceback (`list`), a hang (`run`), a hint
+    # about `kill -USR1` (`status`), "already running" (`demo`): one check, one message,
+    # the one `--home FILE` gets, before anything starts
+    afile = home / "afile"
+    afile.write_text("mine\n")
+    message = f"the home directory {afile} is a file"
+    by_variable = agenthost(home, *args, AGENTHOST_HOME=str(afile))
+    assert by_variable.returncode == Exit.USAGE, by_variable
+    assert f"Invalid value for 'AGENTHOST_HOME': {message}" in by_variable.stderr
+    assert "Traceback" not in by_variable.stderr
+    by_option = agenthost(home, *args, "--home", str(afile))
+    assert by_option.returncode == Exit.USAGE, by_option
+    assert f"Invalid value for '--home': {message}" in by_option.stderr
+    assert afile.read_text() == "mine\n" and sorted(home.iterdir()) == [afile]
+
+
+def test_a_home_below_a_file_and_an_xdg_home_that_is_a_file(home: Path) -> None:
+    afile = home / "afile"
+    afile.write_text("")
+    below = agenthost(home, "list", AGENTHOST_HOME=str(afile / "sub"))
+    assert below.returncode == Exit.USAGE
+    assert f"the home directory {afile}/sub cannot be made: {afile} is a file" in below.stderr
+    xdg = agenthost(home, "status", "a1", XDG_STATE_HOME=str(afile))
+    assert xdg.returncode == Exit.USAGE
+    assert f"Invalid value for 'XDG_STATE_HOME': the home directory {afile}/agenthost" in xdg.stderr

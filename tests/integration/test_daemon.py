@@ -259,7 +259,12 @@ def test_reconcile_cleans_stale_files_and_marks_lost(world: DaemonWorld) -> None
     agent = world.agents()["gone"]
     assert agent["status"] == "lost" and agent["host_pid"] == 0
     forgotten = world.request("daemon.forget", {"agent_id": "gone"})
-    assert forgotten == {"agent_id": "gone", "forgotten": True, "purged": False}
+    assert forgotten == {
+        "agent_id": "gone",
+        "forgotten": True,
+        "purged": False,
+        "previous_status": "lost",  # (1.4)
+    }
     assert "gone" not in world.agents()
 
 
@@ -368,9 +373,9 @@ def test_run_again_continues_the_stream_and_forget(world: DaemonWorld) -> None:
     assert world.cli("stop", "x1").returncode == 0
     forgot = world.cli("forget", "x1", "--json")
     assert forgot.returncode == 0, forgot.stderr
-    assert json.loads(forgot.stdout) == {
-        "ok": True, "agent_id": "x1", "forgotten": True, "purged": False
-    }  # fmt: skip
+    body = json.loads(forgot.stdout)
+    assert body.pop("previous_status") in ("exited", "stopped")  # (1.4) as its end was seen
+    assert body == {"ok": True, "agent_id": "x1", "forgotten": True, "purged": False}
     assert "x1" not in world.agents()
     journal = world.home / "journal" / "x1"
     assert journal.is_dir()

@@ -82,6 +82,40 @@ def test_queue_starts_a_queued_agent_when_a_place_frees_even_after_a_restart(
     assert set(world.host_pids()) == set()
 
 
+def test_stop_and_forget_take_a_queued_agent_out_of_the_queue(world: DaemonWorld) -> None:
+    # docs/daemon.md said `stop` does it; `stop` exited 3 (no host is running) and
+    # `forget` 6 (stop it first): no command dequeued it
+    world.start_daemon("--max-agents", "1", "--queue")
+    world.spawn("a1", ECHO)
+    for agent_id in ("q1", "q2", "q3"):
+        assert world.spawn(agent_id, ECHO)["queued"] is True
+    stopped = world.cli("stop", "q1")
+    assert stopped.returncode == 0, stopped
+    assert stopped.stdout == "took q1 out of the daemon's queue: it never started\n"
+    assert status_of(world, "q1") == "stopped"
+    as_json = json.loads(world.cli("stop", "q3", "--json").stdout)
+    assert (as_json["agent_id"], as_json["previous_status"]) == ("q3", "queued")
+    forgot = world.cli("forget", "q2")
+    assert forgot.returncode == 0, forgot
+    assert forgot.stdout == "forgot q2 (it was queued: it never started)\n"
+    assert "q2" not in world.agents()
+    # a place frees: nothing of the queue is left to start
+    world.request("daemon.stop", {"agent_id": "a1"})
+    assert {a: r["status"] for a, r in world.agents().items()} == {
+        "a1": "stopped",
+        "q1": "stopped",
+        "q3": "stopped",
+    }
+    assert not world.host_pids()
+    # and what the hints say of a queued agent (a verb that needs its host)
+    assert world.spawn("a4", ECHO)["queued"] is False
+    assert world.spawn("q4", ECHO)["queued"] is True
+    sent = world.cli("send", "q4", "hello")
+    assert sent.returncode == Exit.NO_HOST, sent
+    assert "'q4' is queued: the daemon starts it when a place frees" in sent.stderr
+    assert "`agenthost stop q4` takes it out of the queue" in sent.stderr
+
+
 def test_idle_stop_stops_an_idle_agent_and_run_carries_on_its_journal(
     world: DaemonWorld,
 ) -> None:
@@ -167,3 +201,11 @@ def test_garbage_daemon_limits_are_usage_errors(
 ) -> None:
     result = world.cli("daemon", option, value)
     assert result.returncode == Exit.USAGE and option in result.stderr, result
+
+
+def test_queue_without_max_agents_is_a_usage_error(world: DaemonWorld) -> None:
+    # it was accepted silently: without a limit nothing is ever queued
+    result = world.cli("daemon", "--queue")
+    assert result.returncode == Exit.USAGE, result
+    assert "--queue needs --max-agents N" in result.stderr
+    assert not (world.home / "daemon.lock").exists()

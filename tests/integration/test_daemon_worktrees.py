@@ -115,21 +115,36 @@ def test_a_failing_setup_fails_the_run_and_leaves_nothing(world: DaemonWorld, re
 
 
 @pytest.mark.parametrize(
-    ("args", "says"),
+    ("args", "code", "says"),
     [
-        (["--worktree", "--repo", "/nonexistent-repo"], "no such directory"),
-        (["--worktree", "--repo", "/tmp"], "is not in a git repository"),
-        (["--worktree", "main", "--repo", "REPO"], "is checked out already"),
-        (["--worktree", "a b", "--repo", "REPO"], "is not a usable branch name"),
-        (["--worktree", "--cwd", "/tmp"], "no --cwd with it"),
-        (["--repo", "REPO"], "--repo and --setup go with --worktree"),
+        # usage errors: refused by `run` itself, before anything starts
+        (["--worktree", "--repo", "/nonexistent-repo"], Exit.USAGE, "no such directory"),
+        (["--worktree", "--repo", "/tmp"], Exit.USAGE, "is not in a git repository"),
+        (["--worktree", "a b", "--repo", "REPO"], Exit.USAGE, "is not a usable branch name"),
+        (["--worktree", "--cwd", "/tmp"], Exit.USAGE, "no --cwd with it"),
+        (["--repo", "REPO"], Exit.USAGE, "--repo and --setup go with --worktree"),
+        # the daemon's git says no: a worktree error, exit 14 (it was 5, `protocol`)
+        (["--worktree", "main", "--repo", "REPO"], Exit.WORKTREE, "is checked out already"),
     ],
 )
 def test_bad_worktree_requests_are_refused_clearly(
-    world: DaemonWorld, repo: Path, args: list[str], says: str
+    world: DaemonWorld, repo: Path, args: list[str], code: Exit, says: str
 ) -> None:
     args = [str(repo) if a == "REPO" else a for a in args]
     done = run(world, "bad", *args)
-    assert done.returncode in (Exit.USAGE, Exit.PROTOCOL), done
+    assert done.returncode == code, done
     assert says in done.stderr, done
     assert not (world.home / "worktrees" / "bad").exists()
+    assert "bad" not in world.agents()
+
+
+@pytest.mark.parametrize("repo_arg", ["/nonexistent-repo", "/tmp", "FILE"])
+def test_a_repo_that_is_no_repository_starts_no_daemon(home: Path, repo_arg: str) -> None:
+    # it used to start a daemon in the background, which then said `invalid_payload`
+    (home / "afile").write_text("")
+    with daemon_world(home) as world:  # (no daemon started: `run` would start one)
+        repo_arg = str(home / "afile") if repo_arg == "FILE" else repo_arg
+        done = run(world, "bad", "--worktree", "--repo", repo_arg)
+        assert done.returncode == Exit.USAGE, done
+        assert "--repo" in done.stderr, done
+        assert not (home / "daemon.lock").exists() and not (home / "logs").exists()

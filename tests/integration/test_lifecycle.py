@@ -13,11 +13,22 @@ from pathlib import Path
 import pytest
 
 from agenthost.journal import JournalConfig, JournalWriter, SyncPolicy
+from agenthost.launch import ReadyListener
 from agenthost.paths import journal_dir
 from agenthost.protocol import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, EventEncoder, PingResponse
 
 from conftest import HostFactory
-from hosttools import DEADLINE, PY, RawConn, lines_agent, pid_gone, serve_argv, wait_for
+from hosttools import (
+    DEADLINE,
+    PY,
+    HostProc,
+    RawConn,
+    kill_tree,
+    lines_agent,
+    pid_gone,
+    serve_argv,
+    wait_for,
+)
 
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 CAT = ["cat"]
@@ -124,16 +135,35 @@ def test_exit_status_and_final_state(
         assert len(errors) == 1 and (sig or str(exit_code)) in errors[0]["error"]
 
 
-def test_spawn_failure_is_reported_and_host_keeps_serving(host_factory: HostFactory) -> None:
-    host = host_factory("a1", "--agent", "lines", command=["/nonexistent/agent-binary"])
-    agent = host.wait_state("error")
-    assert agent["exit_code"] == 127 and "not found" in agent["last_error"]
-    with host.raw() as conn:
-        resp = conn.request("host.send", {"input": "hello"})
-        assert resp["success"] is False and resp["code"] == "agent_not_running"
-        stop = conn.request("host.stop", {"timeout": 1})
-    assert stop["success"] and stop["payload"]["exit_code"] == 127
-    assert host.wait_exit() == 0
+def test_spawn_failure_is_reported_and_host_keeps_serving(home: Path) -> None:
+    # `serve` refuses a program that is not there before anything starts
+    # (test_missing_agent.py); a host given one all the same (the library's run_host,
+    # or a program gone between that check and the spawn) serves the failure
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from agenthost.host.host import HostConfig\n"
+        "from agenthost.host.run import run_host\n"
+        "run_host(HostConfig('a1', Path(sys.argv[1]), agent='lines',"
+        " command=('/nonexistent/agent-binary',)))\n"
+    )
+    log = home / "a1.host.log"
+    with ReadyListener() as listener, open(log, "ab") as fh:
+        env = {**os.environ, "NOTIFY_SOCKET": listener.address}
+        proc = subprocess.Popen([PY, "-c", code, str(home)], stdout=fh, stderr=fh, env=env)
+        host = HostProc(home, "a1", proc, log)
+        try:
+            listener.wait(proc, DEADLINE)
+            agent = host.wait_state("error")
+            assert agent["exit_code"] == 127 and "not found" in agent["last_error"]
+            assert "command not found: /nonexistent/agent-binary" in agent["start_error"]
+            with host.raw() as conn:
+                resp = conn.request("host.send", {"input": "hello"})
+                assert resp["success"] is False and resp["code"] == "agent_not_running"
+                stop = conn.request("host.stop", {"timeout": 1})
+            assert stop["success"] and stop["payload"]["exit_code"] == 127
+            assert host.wait_exit() == 0
+        finally:
+            kill_tree(proc)
 
 
 def test_agent_that_exits_at_once_then_linger_ends(host_factory: HostFactory) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from agenthost.host.host import Host, HostConfig
 from agenthost.host.process import (
     AgentProcess,
     ExitStatus,
@@ -135,15 +136,23 @@ def test_the_agent_does_not_inherit_the_hosts_ignored_sighup(host_factory: HostF
         (["{home}/plain.txt"], 126, "permission denied: {home}/plain.txt"),
     ],
 )
-def test_garbage_commands_are_reported(
-    host_factory: HostFactory, home: Path, command: list[str], code: int, text: str
+@pytest.mark.asyncio
+async def test_garbage_commands_are_reported(
+    home: Path, command: list[str], code: int, text: str
 ) -> None:
+    # `serve` refuses them before anything starts (tests/integration/test_missing_agent.py);
+    # a host given one all the same (a program gone between that check and the spawn, a
+    # library user) serves the failure: its agent never ran, and says why
     (home / "plain.txt").write_text("not a program\n")  # mode 0644: not executable
     command = [c.format(home=home) for c in command]
     text = text.format(home=home)
-    host = host_factory("a1", "--agent", "lines", command=command)
-    agent = host.wait_state("error")
-    assert agent["exit_code"] == code and text in agent["last_error"]
+    config = HostConfig("a1", home, agent="lines", command=tuple(command), linger=0, journal=None)
+    host = Host(config)
+    await asyncio.wait_for(host.run(), 30)  # nothing to wait for, no linger: it ends
+    agent = host.agent_info()
+    assert agent.state == "error" and agent.exit_code == code and agent.pid == 0
+    assert agent.last_error is not None and text in agent.last_error
+    assert agent.start_error is not None and text in agent.start_error
 
 
 def test_check_program_follows_path_and_cwd(tmp_path: Path) -> None:

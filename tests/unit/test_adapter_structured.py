@@ -46,4 +46,6 @@ def test_asking_loads_only_that_kinds_adapter() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert set(out.strip().split(",")) == {"agenthost.agents.base", "agenthost.agents.lines"}
+    # (programs: where an agent's program is, which every adapter names; pure and small)
+    base = {"agenthost.agents.base", "agenthost.agents.programs"}
+    assert set(out.strip().split(",")) == {*base, "agenthost.agents.lines"}

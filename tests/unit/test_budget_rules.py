@@ -7,8 +7,21 @@ import math
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from agenthost.governance.budget import BudgetState, change, check, observe, turn_tokens, usd
+from agenthost.daemon.protocol import SpawnSpec
+from agenthost.governance.budget import (
+    USD_RULE,
+    BudgetState,
+    change,
+    check,
+    observe,
+    raise_command,
+    turn_tokens,
+    usd,
+    usd_limit,
+)
+from agenthost.models import BudgetRequest
 
 
 def claude_result(cost: Any, inp: Any = 10, out: Any = 5, **more: Any) -> dict[str, Any]:
@@ -149,3 +162,45 @@ def test_the_record_of_agent_info() -> None:
         "spent_tokens": 3,
         "exceeded": None,
     }
+
+
+GARBAGE_USD = [math.nan, math.inf, -math.inf, -1.0, -0.001, 1e9 + 1, 1e400, True, "1", None]
+
+
+@pytest.mark.parametrize("value", GARBAGE_USD, ids=repr)
+def test_a_usd_limit_is_a_finite_amount_from_zero_to_a_billion(value: Any) -> None:
+    with pytest.raises(ValueError, match="a USD limit is a finite number of dollars"):
+        usd_limit(value)
+
+
+@pytest.mark.parametrize("value", [0, 0.0, 0.001, 1, 2.5, 1e9])
+def test_sensible_usd_limits_pass(value: float) -> None:
+    assert usd_limit(value) == value and isinstance(usd_limit(value), float)
+
+
+@pytest.mark.parametrize("value", GARBAGE_USD[:7], ids=repr)
+def test_the_protocol_takes_the_same_rule(value: float) -> None:
+    # host.budget and the daemon's spawn request: one validator (it was pydantic's
+    # allow_inf_nan on one side, a click range that lets NaN through on the other)
+    with pytest.raises(ValidationError, match=USD_RULE):
+        BudgetRequest.model_validate({"usd": value})
+    with pytest.raises(ValidationError, match=USD_RULE):
+        SpawnSpec.model_validate({"agent_id": "a1", "budget_usd": value})
+    assert BudgetRequest.model_validate({"usd": 3}).usd == 3.0
+    assert SpawnSpec.model_validate({"agent_id": "a1", "budget_usd": 0.5}).budget_usd == 0.5
+
+
+@pytest.mark.parametrize(
+    ("state", "command"),
+    [
+        (BudgetState(tokens=10, spent_tokens=10), "agenthost budget a1 --tokens N"),
+        (BudgetState(usd=1.0, spent_usd=1.5), "agenthost budget a1 --usd AMOUNT"),
+        (
+            BudgetState(usd=1.0, tokens=10, spent_usd=2.0, spent_tokens=11),
+            "agenthost budget a1 --usd AMOUNT --tokens N",
+        ),
+        (BudgetState(usd=5.0, tokens=10, spent_tokens=20), "agenthost budget a1 --tokens N"),
+    ],
+)
+def test_the_way_out_names_the_limit_that_was_reached(state: BudgetState, command: str) -> None:
+    assert raise_command("a1", state) == command

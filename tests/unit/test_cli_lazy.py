@@ -54,7 +54,9 @@ def test_a_lines_host_loads_no_other_adapter() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert set(out.strip().split(",")) == {"agenthost.agents.base", "agenthost.agents.lines"}
+    # (programs: where an agent's program is, which every adapter names; pure and small)
+    base = {"agenthost.agents.base", "agenthost.agents.programs"}
+    assert set(out.strip().split(",")) == {*base, "agenthost.agents.lines"}
 
 
 def test_the_collector_is_back_on_for_every_command_but_serve() -> None:

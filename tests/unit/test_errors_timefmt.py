@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.errors import (
+    AgentCannotStart,
     AgentHostError,
     AgentNotRunning,
     BudgetExceeded,
@@ -30,6 +31,7 @@ from agenthost.errors import (
     UnknownRequest,
     UnknownType,
     VersionUnsupported,
+    WorktreeError,
     error_from_code,
 )
 from agenthost.timefmt import format_datetime, go_duration, now_rfc3339, rfc3339, short_duration
@@ -47,6 +49,8 @@ EXPECTED_CLASS = {
     ErrorCode.UNKNOWN_REQUEST: UnknownRequest,
     ErrorCode.BUDGET_EXCEEDED: BudgetExceeded,
     ErrorCode.LIMIT_REACHED: LimitReached,
+    ErrorCode.CANNOT_START: AgentCannotStart,
+    ErrorCode.WORKTREE_FAILED: WorktreeError,
 }
 
 
@@ -68,6 +72,8 @@ def test_wire_codes_are_the_documented_strings() -> None:
         "internal",
         "budget_exceeded",
         "limit_reached",
+        "cannot_start",
+        "worktree_failed",
     }
 
 

@@ -177,6 +177,36 @@ def test_resolve_home_does_not_create(clean_env: pytest.MonkeyPatch, tmp_path: P
     assert not home.exists()
 
 
+@pytest.mark.parametrize("given", ["argument", "string", "AGENTHOST_HOME", "XDG_STATE_HOME"])
+def test_a_home_that_is_a_file_is_refused_however_given(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, given: str
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    home = afile / "agenthost" if given == "XDG_STATE_HOME" else afile
+    said = f"the home directory {home} " + ("cannot be made: " if home != afile else "is a file")
+    with pytest.raises(ConfigError, match=said) as refused:
+        if given == "argument":
+            resolve_home(afile)
+        elif given == "string":
+            resolve_home(str(afile))
+        else:
+            clean_env.setenv(given, str(afile))
+            resolve_home()
+    assert refused.value.hint is not None and "AGENTHOST_HOME" in refused.value.hint
+
+
+@pytest.mark.parametrize("special", ["/dev/null", "/proc/self/status/x"])
+def test_a_home_that_is_no_directory_is_refused(special: str) -> None:
+    with pytest.raises(ConfigError, match="the home directory"):
+        resolve_home(special)
+
+
+def test_a_home_that_does_not_exist_yet_is_fine(tmp_path: Path) -> None:
+    assert resolve_home(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert check_home(str(tmp_path)) == tmp_path
+
+
 # --- sockets -----------------------------------------------------------------------------
 
 
