@@ -141,8 +141,16 @@ def raise_descriptor_limit() -> int:
         except (ValueError, OSError) as exc:  # e.g. a seccomp filter: go on with what is
             log.warning("web.descriptors_not_raised", error=str(exc))
     limit = soft if soft != resource.RLIM_INFINITY else 1 << 20
-    log.info("web.descriptors", soft_was=_limit(was), soft=_limit(soft), hard=_limit(hard))
+    _for_the_log()("web.descriptors", soft_was=_limit(was), soft=_limit(soft), hard=_limit(hard))
     return limit
+
+
+def _for_the_log() -> Callable[..., Any]:
+    """How to log what a person on a terminal need not read (the limits in force, where
+    it listens: announce() prints that line) and a service's log must keep: at debug on
+    a terminal, at info elsewhere."""
+    method: Callable[..., Any] = log.debug if sys.stdout.isatty() else log.info
+    return method
 
 
 def _limit(value: int) -> int | str:
@@ -241,7 +249,7 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
     gw = gateway(options)
     gw.store.records()  # a token store we cannot trust stops us before we listen
     caps = caps_for(raise_descriptor_limit())
-    log.info(
+    _for_the_log()(
         "web.caps",
         connections=caps.connections,
         streams=caps.streams,
@@ -265,10 +273,8 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
         await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
         if server.started:
-            # A person on a terminal reads the line announce() prints; the log says it
-            # where no one does (a service, whose stdout is not kept).
-            listening = log.debug if sys.stdout.isatty() else log.info
-            listening("web.listening", url=url(options, port), remotes=list(options.remotes))
+            # a person on a terminal reads the line announce() prints
+            _for_the_log()("web.listening", url=url(options, port), remotes=list(options.remotes))
             announce(url(options, port))
             sd_notify("READY=1")
         await task
