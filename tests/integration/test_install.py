@@ -71,6 +71,8 @@ def test_make_install_puts_a_compiled_working_command_on_path(tmp_path: Path) ->
 
     commands = readme_commands()
     assert [c[1] for c in commands][:2] == ["serve", "list"]
+    served = commands[0]
+    agent = served[served.index("--agent-id") + 1]  # the README's example agent
     try:
         for argv in commands:
             if argv[1] == "attach":
@@ -81,11 +83,11 @@ def test_make_install_puts_a_compiled_working_command_on_path(tmp_path: Path) ->
                 # the agent answered (a line of its own), and history has the message
                 wait_for(
                     lambda: (
-                        "got: run the tests" in agenthost("attach", "web", "--no-follow").stdout
+                        "got: run the tests" in agenthost("attach", agent, "--no-follow").stdout
                     ),
                     what="the agent's answer",
                 )
-                history = json.loads(agenthost("history", "web", "--json").stdout)
+                history = json.loads(agenthost("history", agent, "--json").stdout)
                 assert [e["content"] for e in history["entries"]] == ["run the tests"]
         helper = json.loads(agenthost("status", "helper", "--json").stdout)
         assert helper["agent"]["backend"] == "demo"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import tarfile
@@ -366,8 +367,9 @@ def test_a_host_of_another_major_is_refused_with_a_clear_error(
     assert status.returncode == 5
     assert "protocol version 2.0 is not supported" in status.stderr, status.stderr
 
-    future_hosts("picky", "1.9", "1.5")
-    with pytest.raises(VersionUnsupported, match=r"requires protocol >= 1\.5"):
+    above = f"1.{int(PROTOCOL_VERSION.split('.')[1]) + 1}"  # the minor after ours
+    future_hosts("picky", "1.9", above)
+    with pytest.raises(VersionUnsupported, match=rf"requires protocol >= {re.escape(above)}"):
         Client("picky", home=home).connect()
 
     minor = future_hosts("minor", "1.9", MIN_PROTOCOL_VERSION, events=3)
