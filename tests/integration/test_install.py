@@ -93,6 +93,7 @@ def test_make_install_puts_a_compiled_working_command_on_path(tmp_path: Path) ->
         assert helper["agent"]["backend"] == "demo"
         assert_installed_gateway_serves_the_page(user_env)
     finally:
+        agenthost("stop", agent)
         agenthost("stop", "helper")
         stop_daemon(home)
 
