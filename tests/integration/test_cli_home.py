@@ -83,35 +83,13 @@ def test_empty_agenthost_home_means_unset(home: Path) -> None:
 def _every_command() -> list[list[str]]:
     """Every command that takes a home (group subcommands included), with dummy values
     for its required parameters: ``agenthost ARGS`` runs as far as its options."""
-    import click
+    from clitree import every_command, required_args
 
-    from agenthost.cli import COMMANDS, cli
-
-    ctx = click.Context(cli)
-    found: list[list[str]] = []
-
-    def walk(command: click.Command, path: list[str]) -> None:
-        if isinstance(command, click.Group):
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                assert sub is not None
-                walk(sub, [*path, name])
-        if not any(p.name == "home" for p in command.params):
-            return
-        args = list(path)
-        for param in command.params:
-            if not param.required:
-                continue
-            choices = getattr(param.type, "choices", None)
-            value = str(next(iter(choices))) if choices else "x1"
-            args += [param.opts[0], value] if isinstance(param, click.Option) else [value]
-        found.append(args)
-
-    for name in COMMANDS:
-        command = cli.get_command(ctx, name)
-        assert command is not None
-        walk(command, [name])
-    return found
+    return [
+        [*path, *required_args(command)]
+        for command, path in every_command()
+        if any(p.name == "home" for p in command.params)
+    ]
 
 
 EVERY_COMMAND = _every_command()

@@ -12,38 +12,19 @@ from pathlib import Path
 import click
 import pytest
 
-from agenthost.cli import COMMANDS, cli
 from agenthost.cli.common import Exit
 
+from clitree import every_command, required_args
 from hosttools import PY
 
 
 def _float_options() -> list[tuple[list[str], str]]:
-    ctx = click.Context(cli)
-    found: list[tuple[list[str], str]] = []
-
-    def walk(command: click.Command, path: list[str]) -> None:
-        if isinstance(command, click.Group):
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                assert sub is not None
-                walk(sub, [*path, name])
-        required: list[str] = []
-        for param in command.params:
-            if param.required and isinstance(param, click.Argument):
-                required.append("x1")
-            elif param.required and isinstance(param, click.Option):
-                choices = getattr(param.type, "choices", None)
-                required += [param.opts[0], str(next(iter(choices))) if choices else "x1"]
-        for param in command.params:
-            if isinstance(param, click.Option) and isinstance(param.type, click.FloatRange):
-                found.append(([*path, *required], param.opts[0]))
-
-    for name in COMMANDS:
-        command = cli.get_command(ctx, name)
-        assert command is not None
-        walk(command, [name])
-    return found
+    return [
+        ([*path, *required_args(command)], param.opts[0])
+        for command, path in every_command()
+        for param in command.params
+        if isinstance(param, click.Option) and isinstance(param.type, click.FloatRange)
+    ]
 
 
 FLOAT_OPTIONS = _float_options()
