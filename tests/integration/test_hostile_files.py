@@ -197,16 +197,19 @@ def kill_an_agent(world: DaemonWorld, agent_id: str) -> None:
 
 
 def notices(world: DaemonWorld) -> list[tuple[Any, ...]]:
+    """The notice record's rows once each has its outcome (a row is written `sending`
+    first, then `sent` or `failed`, `retrying` between): none while one is on its way."""
     path = world.home / "attention" / "notices.db"
     if not path.exists():
         return []
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT agent, kind, channel, status, why FROM notices").fetchall()
+        rows = db.execute("SELECT agent, kind, channel, status, why FROM notices").fetchall()
     except sqlite3.OperationalError:  # made, its table not yet
         return []
     finally:
         db.close()
+    return [] if any(row[3] not in ("sent", "failed") for row in rows) else rows
 
 
 @pytest.mark.parametrize("how", [pytest.param("foreign", marks=ROOT_ONLY), "0666", "symlink"])
