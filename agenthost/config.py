@@ -2,7 +2,8 @@
 
 One file holds what a person decides once for all agents of a home: who is notified
 and how (``[notify]``), what the approval policy allows without asking
-(``[policy]``), and where the web gateway is reached from outside (``[web]``).
+(``[policy]``), where the web gateway is reached from outside (``[web]``), and how
+agents are confined (``[sandbox]``).
 It is read with :mod:`tomllib` and validated by the models below, which forbid
 unknown keys: a misspelt key is an error that names it, never a silent default.
 
@@ -301,12 +302,74 @@ class WebConfig(ConfigModel):
         return None if value is None else _http_url(value).rstrip("/")
 
 
+# --- sandboxes -------------------------------------------------------------------------
+
+SANDBOX_NAMES: Final = ("strict", "net", "none", "off")
+"""What ``[sandbox]`` takes as a profile (:mod:`agenthost.sandbox.profiles`)."""
+
+
+def _profile_name(value: str) -> str:
+    if value not in SANDBOX_NAMES:
+        raise ValueError(f"{value!r} is not a sandbox profile ({', '.join(SANDBOX_NAMES)})")
+    return value
+
+
+def _absolute(value: Path) -> Path:
+    expanded = value.expanduser()
+    if not expanded.is_absolute():
+        raise ValueError(f"{str(value)!r} is not an absolute path (or ~/...)")
+    return expanded
+
+
+ProfileName = Annotated[str, AfterValidator(_profile_name)]
+AbsolutePath = Annotated[Path, AfterValidator(_absolute)]
+HostEntry = Annotated[str, Field(min_length=1, max_length=300)]
+
+
+class SandboxOverride(ConfigModel):
+    """An ``[[sandbox.override]]``: another profile, or more allowed hosts, for the
+    agents whose id and project match (glob patterns; the first that matches wins)."""
+
+    agent: str | None = None
+    project: str | None = None
+    profile: ProfileName | None = None
+    allow_hosts: list[HostEntry] = Field(default_factory=list)
+
+    def matches(self, agent_id: str, project: str) -> bool:
+        """Whether this override is for that agent."""
+        return (self.agent is None or fnmatchcase(agent_id, self.agent)) and (
+            self.project is None or fnmatchcase(project, self.project)
+        )
+
+
+class SandboxConfig(ConfigModel):
+    """``[sandbox]``: the profile agents get when their spawn names none, the hosts
+    ``strict`` lets them reach besides their model API, and more paths to bind
+    (docs/sandbox.md)."""
+
+    default: ProfileName = "off"
+    allow_hosts: list[HostEntry] = Field(default_factory=list)
+    """``host``, ``host:port``, ``*.domain``: reachable through the proxy in ``strict``."""
+    read_only: list[AbsolutePath] = Field(default_factory=list)
+    read_write: list[AbsolutePath] = Field(default_factory=list)
+    override: list[SandboxOverride] = Field(default_factory=list)
+
+    def for_agent(self, agent_id: str, project: str) -> tuple[str, tuple[str, ...]]:
+        """The profile name and the allowed hosts of that agent."""
+        for item in self.override:
+            if item.matches(agent_id, project):
+                profile = item.profile or self.default
+                return profile, (*self.allow_hosts, *item.allow_hosts)
+        return self.default, tuple(self.allow_hosts)
+
+
 class HomeConfig(ConfigModel):
     """The whole ``config.toml``; every section may be left out."""
 
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
 DEFAULT_CONFIG: Final = HomeConfig()

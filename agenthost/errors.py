@@ -85,6 +85,13 @@ class AgentCannotStart(ConfigError):
     code = ErrorCode.CANNOT_START
 
 
+class SandboxUnavailable(AgentCannotStart):
+    """(1.6) ``--sandbox`` asked for a confinement this machine cannot give: no
+    bubblewrap, user namespaces turned off (the message names the sysctl), no
+    libseccomp, or a profile that is not built here. Refused before anything starts;
+    an agent never runs unconfined by surprise. The message says what is missing."""
+
+
 class WorktreeError(ConfigError):
     """(1.4) The daemon could not give an agent its worktree (``run --worktree``): the
     branch is checked out elsewhere, the path is taken, git refused, or the setup

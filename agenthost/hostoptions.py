@@ -60,6 +60,9 @@ class HostOptions:
     reported this much cost; None: no limit."""
     budget_tokens: int | None = None
     """(``--budget-tokens``) The same for the tokens its turns reported."""
+    sandbox: str | None = None
+    """(``--sandbox``) The agent's sandbox profile (``strict``, ``net``, ``none``,
+    ``off``); None: as the home's ``[sandbox]`` says (off by default)."""
 
     def to_argv(self) -> list[str]:
         """The arguments of ``agenthost serve`` that give these options back.
@@ -85,6 +88,8 @@ class HostOptions:
             args += ["--budget-usd", repr(self.budget_usd)]
         if self.budget_tokens is not None:
             args += ["--budget-tokens", str(self.budget_tokens)]
+        if self.sandbox is not None:
+            args += ["--sandbox", self.sandbox]
         defaults = DEFAULTS
         for flag, number, default in (
             ("--linger", self.linger, defaults.linger),

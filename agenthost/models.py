@@ -164,6 +164,9 @@ class AgentInfo(OpenModel):
     last_event_at: Timestamp | None = None
     """When the host published the agent's newest stream event: its last activity
     (what it said or did, a state it entered). Additive; hosts before it leave it out."""
+    sandbox: str | None = None
+    """(1.6) The agent's sandbox profile (``strict``, ``net``, ``none``:
+    docs/sandbox.md); absent when it runs unconfined."""
 
 
 class Budget(OpenModel):

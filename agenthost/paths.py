@@ -116,6 +116,13 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """
     if home is None:
         path = default_home()
+        sandboxed = os.environ.get("AGENTHOST_SANDBOX")
+        if sandboxed and not path.exists():
+            raise ConfigError(
+                f"no agenthost home here: this runs inside an agent's sandbox ({sandboxed}), "
+                "where the home of its host is out of reach by design",
+                hint="run agenthost outside the sandbox (docs/sandbox.md)",
+            )
     elif isinstance(home, str):
         path = check_home(home)
     else:

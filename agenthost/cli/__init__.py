@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "policy": ("agenthost.cli.policy", "policy"),
     "notify": ("agenthost.cli.notify", "notify"),
     "config": ("agenthost.cli.policy", "config"),
+    "sandbox": ("agenthost.cli.sandbox", "sandbox"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 
@@ -74,6 +75,7 @@ SUMMARIES: dict[str, str] = {
     "policy": "Show and test the approval policy of config.toml.",
     "notify": "Test the notification channels, read what was sent.",
     "config": "Check the home's config.toml.",
+    "sandbox": "Check that agents can be confined here; show a sandbox.",
 }
 """Command name -> its one-line summary in ``agenthost --help`` (click would cut each
 help text's first sentence with "..."). Listed from here: ``--help`` imports none of

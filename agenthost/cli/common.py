@@ -106,7 +106,7 @@ def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str
 def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     """What ``serve`` and ``run`` both take to describe an agent: ``--agent-id``,
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
-    ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``."""
+    ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``, ``--sandbox``."""
     from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT, kinds_help
     from agenthost.cli.params import USD
 
@@ -153,6 +153,14 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
             type=click.IntRange(min=0, max=10**15),
             default=None,
             help="The same for the tokens its turns reported.",
+        ),
+        click.option(
+            "--sandbox",
+            default=None,
+            metavar="PROFILE",
+            help="Confine the agent: strict (network only to its model API and "
+            "[sandbox] allow_hosts), net, none (no network), or off "
+            "[default: config.toml's [sandbox] default, else off] (docs/sandbox.md).",
         ),
     ]
     for option in reversed(options):  # decorators apply bottom-up: keep --help's order

@@ -320,6 +320,7 @@ def run(
     resume: str | None,
     budget_usd: float | None,
     budget_tokens: int | None,
+    sandbox: str | None,
     linger: float | None,
     stop_timeout: float | None,
     ring_size: int | None,
@@ -378,6 +379,10 @@ def run(
         here = str((cwd or Path.cwd()).absolute())
         if not daemon_alive(root):  # the one started now has our PATH; a running one checks
             check_installed(kind, resume, params, command, cwd=here, env=parse_pairs(env))
+        if sandbox is not None or (root / "config.toml").exists():
+            from agenthost.sandbox.resolve import check_sandbox
+
+            check_sandbox(root, sandbox, agent_id, project)
         where: str | None = here
     else:  # the home and the directory are the remote's: only the adapter is checked here
         validate_agent_id(remember_agent_id(agent_id))
@@ -396,6 +401,7 @@ def run(
         resume=resume,
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
+        sandbox=sandbox,
         linger=linger,
         stop_timeout=stop_timeout,
         ring_size=ring_size,

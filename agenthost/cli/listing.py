@@ -40,7 +40,7 @@ def _host_row(host: DiscoveredHost) -> list[str]:
     return [
         a.id,
         a.state,
-        a.backend or "",
+        (a.backend or "") + (f" [{a.sandbox}]" if a.sandbox else ""),
         a.project,
         a.task or "",
         str(a.pid or "-"),

@@ -337,6 +337,7 @@ def render_status(status: StatusResponse, style: Style, branch: str | None = Non
         ("task", escape(a.task or "-")),
         ("description", escape(a.description or "-")),
         place,
+        ("sandbox", escape(a.sandbox) if a.sandbox else "off (unconfined)"),
         ("started", _local(a.started_at)),
         ("uptime", uptime_of(a)),
     ]

@@ -109,6 +109,7 @@ def serve(
     resume: str | None,
     budget_usd: float | None,
     budget_tokens: int | None,
+    sandbox: str | None,
     linger: float,
     stop_timeout: float,
     ring_size: int,
@@ -142,6 +143,11 @@ def serve(
     where = (cwd or Path.cwd()).absolute()
     # and a program that is not there: no host serves an agent that can never run
     check_installed(kind, resume, options.agent_opts, command, cwd=where, env=options.env)
+    # and a sandbox this machine cannot give: never run the agent unconfined instead
+    if sandbox is not None or (options.home / "config.toml").exists():
+        from agenthost.sandbox.resolve import check_sandbox
+
+        check_sandbox(options.home, sandbox, agent_id, project)
     if detach:
         from agenthost.launch import spawn_detached
 
@@ -205,6 +211,7 @@ def options_from_params(params: Mapping[str, Any]) -> HostOptions:
         resume=params["resume"],
         budget_usd=params["budget_usd"],
         budget_tokens=params["budget_tokens"],
+        sandbox=params["sandbox"],
         linger=params["linger"],
         stop_timeout=params["stop_timeout"],
         ring_size=params["ring_size"],

@@ -184,6 +184,10 @@ class SpawnSpec(PeerModel):
     cgroup ``memory.max``)."""
     cpu_max: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False, strict=True)
     """CPUs the host and its agent may use together (1.5: one and a half cores)."""
+    # 1.6
+    sandbox: StrictStr | None = Field(default=None, max_length=100)
+    """The agent's sandbox profile (``strict``, ``net``, ``none``, ``off``); absent: as
+    the home's ``[sandbox]`` says."""
 
     _check_id = field_validator("agent_id")(_agent_id)
 

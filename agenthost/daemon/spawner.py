@@ -110,6 +110,7 @@ def host_options(
         resume=resume if resume is not None else spec.resume,
         budget_usd=spec.budget_usd,
         budget_tokens=spec.budget_tokens,
+        sandbox=spec.sandbox,
         linger=_given(spec.linger, DEFAULTS.linger),
         stop_timeout=_given(spec.stop_timeout, DEFAULTS.stop_timeout),
         ring_size=_given(spec.ring_size, DEFAULTS.ring_size),
@@ -227,6 +228,15 @@ class Spawner:
             whose="the daemon's",
         )
 
+    def check_sandbox(self, spec: SpawnSpec) -> None:
+        """Raise SandboxUnavailable (an AgentCannotStart), before anything starts, when
+        the spec's sandbox (or the home's default) cannot be given here."""
+        if spec.sandbox is None and not (self.home / "config.toml").exists():
+            return
+        from agenthost.sandbox.resolve import check_sandbox
+
+        check_sandbox(self.home, spec.sandbox, spec.agent_id, spec.project)
+
     async def spawn(self, spec: SpawnSpec, *, resume: str | None = None) -> SpawnedHost:
         """Start a host for ``spec``; return once it reported READY=1 and serves its
         agent.
@@ -238,6 +248,7 @@ class Spawner:
         """
         agent_id = spec.agent_id
         self.check_program(spec)  # (a restart too: the program may have gone meanwhile)
+        self.check_sandbox(spec)  # (a restart too: bubblewrap may have gone meanwhile)
         properties = self.check_resources(spec)  # (a restart too: the scope may have changed)
         if is_lock_held(lock_path(self.home, agent_id)):
             raise HostAlreadyRunning(f"a host for agent {agent_id!r} is already running")

@@ -14,7 +14,8 @@ agent). Paths are confined to the agent's working directory (:mod:`.confine`).
 - ``terminal/*``: a command run like the agent itself (:class:`AgentProcess`: its own
   process group, no stray descriptors, killed with its group if the host dies), stdin
   from ``/dev/null``, stdout and stderr merged, the newest ``outputByteLimit`` bytes
-  kept. Terminals are killed and reaped when the agent exits or the host closes.
+  kept. Terminals are killed and reaped when the agent exits or the host closes. A
+  sandboxed agent's terminals run in a sandbox of the same profile and bounds.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import signal
 import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
@@ -51,6 +52,9 @@ from agenthost.host.confine import (
     text_param,
 )
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError, check_program
+
+if TYPE_CHECKING:
+    from agenthost.sandbox.runner import Sandbox
 
 log = structlog.get_logger("agenthost.clientcalls")
 
@@ -78,8 +82,17 @@ class Terminal:
 class ClientCalls:
     """The fs and terminal calls of one agent (see the module docstring)."""
 
-    def __init__(self, worktree: str, done: Done, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        worktree: str,
+        done: Done,
+        env: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.confinement = Confinement(worktree)
+        self.sandbox = sandbox
+        """The agent's sandbox: its terminals run in one like it (the same bounds), or
+        an ACP agent would escape by asking its client to run a command."""
         self.done = done
         self.env: Mapping[str, str] = env if env is not None else {}
         """The agent's environment: terminals get it plus what the agent gives."""
@@ -213,7 +226,7 @@ class ClientCalls:
         buffer = OutputBuffer(limit)
         process = AgentProcess(buffer.feed, buffer.feed, _ignore_exit, _ignore_stdin_error)
         try:
-            pid = process.start([SHELL, "-c", _MERGE, "sh", *argv], cwd, env)
+            pid = process.start([SHELL, "-c", _MERGE, "sh", *argv], cwd, env, self.sandbox)
         except SpawnError as exc:
             raise CallRefused(f"cannot start {clip(command)}: {exc}") from exc
         process.close_stdin()  # its stdin is /dev/null: nothing is written to this pipe

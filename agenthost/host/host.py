@@ -43,7 +43,14 @@ from agenthost.agents.base import (
     PermissionDecided,
     StateChange,
 )
-from agenthost.errors import AgentNotRunning, Busy, ConfigError, InvalidPayload, UnknownRequest
+from agenthost.errors import (
+    AgentHostError,
+    AgentNotRunning,
+    Busy,
+    ConfigError,
+    InvalidPayload,
+    UnknownRequest,
+)
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
 from agenthost.host.reaper import RUN_MARKER
 from agenthost.host.server import Connection, HostServer, Pieces, Reply
@@ -101,6 +108,7 @@ if TYPE_CHECKING:
         StatusResponse,
         StopRequest,
     )
+    from agenthost.sandbox.runner import Sandbox
 
 log = structlog.get_logger("agenthost.host")
 
@@ -117,6 +125,7 @@ _PRIVATE_ENV = (
     "LISTEN_FDNAMES",
     "WATCHDOG_USEC",
     AGENT_ENV_VAR,  # serve takes it out first; kept here should a library user forget
+    "AGENTHOST_HOME",  # the way to the home's secrets: not the agent's (docs/sandbox.md)
 )
 
 
@@ -152,6 +161,8 @@ class HostConfig:
     budget_tokens: int | None = None
     journal: JournalConfig | None = DEFAULTS.journal
     """None: no journal (the ring only; a new epoch at every start)."""
+    sandbox: str | None = None
+    """The sandbox profile asked for; None: as the home's configuration says."""
 
     @classmethod
     def from_options(cls, options: HostOptions) -> HostConfig:
@@ -176,6 +187,7 @@ class HostConfig:
             budget_usd=options.budget_usd,
             budget_tokens=options.budget_tokens,
             journal=options.journal,
+            sandbox=options.sandbox,
         )
 
 
@@ -232,6 +244,7 @@ class Host:
         self.stream.broadcast = self.server.broadcast
         # client calls (ACP fs/*, terminal/*): the host does them, the adapter answers
         self.calls: ClientCalls | None = None  # built by the first call
+        self.sandbox: Sandbox | None = None  # built at start when one is asked for
         self._agent_env: dict[str, str] = {}
         self.stream.call = self._client_call
         self.approvals: Approvals | None = None  # built by the first permission request
@@ -285,7 +298,8 @@ class Host:
             if repair_note is not None:
                 self.stream.publish([ErrorNote(repair_note)])
             if self._stop_task is None:  # else a stop signal came while starting
-                self._spawn_agent()
+                if await self._make_sandbox():
+                    self._spawn_agent()
             sd_notify(f"READY=1\nMAINPID={os.getpid()}")
             await self._shutdown.wait()
         finally:
@@ -313,6 +327,51 @@ class Host:
         )
         return recovery.repair_note
 
+    async def _make_sandbox(self) -> bool:
+        """Build and start the agent's sandbox, if one is asked for; False (the start
+        failed, and says why) if it cannot be made: never run the agent unconfined."""
+        option, config = self.config.sandbox, self.config
+        if option is None and not (config.home / "config.toml").exists():
+            return True  # nothing asks for one: no import, no file read
+        from agenthost.sandbox import kinds
+        from agenthost.sandbox.resolve import resolve
+        from agenthost.sandbox.runner import Sandbox
+
+        try:
+            profile, settings = resolve(config.home, option, self.agent_id, config.project)
+            if profile is None:
+                return True
+            env = {**os.environ, **config.env}
+            sandbox = Sandbox(
+                profile,
+                kind=self.adapter.kind,
+                worktree=Path(self.worktree),
+                home=config.home,
+                run_dir=hosts_dir(config.home) / f"{self.agent_id}.run",
+                settings=settings,
+                api_hosts=kinds.api_hosts(self.adapter.kind, env),
+            )
+            await sandbox.start()
+        except AgentHostError as exc:
+            self._failed_start(SpawnError(exc.message, 126))
+            return False
+        self.sandbox = sandbox
+        self.stream.info["sandbox"] = profile.name
+        log.info("sandbox.ready", profile=profile.name)
+        return True
+
+    def _failed_start(self, exc: SpawnError) -> None:
+        """The agent could not be started: say so, and linger."""
+        log.error("agent.spawn_failed", error=str(exc))
+        self.exit = ExitStatus(exc.exit_code, None, time.time())
+        self.stream.info.update(
+            exit_code=exc.exit_code, ended_at=self.exit.ended_at, start_error=str(exc)
+        )
+        self.stream.publish(
+            [ErrorNote(f"cannot start agent: {exc}"), StateChange(AgentState.ERROR)]
+        )
+        self._start_linger()
+
     def _spawn_agent(self) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         env.update(self.adapter.environment())
@@ -322,22 +381,16 @@ class Host:
         env[RUN_MARKER] = secrets.token_hex(8)
         self._agent_env = env  # terminals the agent starts get its environment
         try:
-            pid = self.process.start(self.argv, self.worktree, env)
+            pid = self.process.start(self.argv, self.worktree, env, self.sandbox)
         except SpawnError as exc:
-            log.error("agent.spawn_failed", error=str(exc))
-            self.exit = ExitStatus(exc.exit_code, None, time.time())
-            self.stream.info.update(
-                exit_code=exc.exit_code, ended_at=self.exit.ended_at, start_error=str(exc)
-            )
-            self.stream.publish(
-                [ErrorNote(f"cannot start agent: {exc}"), StateChange(AgentState.ERROR)]
-            )
-            self._start_linger()
+            self._failed_start(exc)
             return
         self.agent_started_at = self.process.started_at
         log.info("agent.spawned", pid=pid, argv0=self.argv[0])
         self._write_lock_info()
         self._leave_starting()
+        if self.sandbox is not None:  # for the record: history and export show it
+            self.stream.publish([self.sandbox.record()])
         self.stream.publish(self.adapter.startup())
 
     def _write_stdin(self, data: bytes) -> None:
@@ -354,7 +407,7 @@ class Host:
         if self.calls is None:  # imported here: only ACP agents make calls
             from agenthost.host.clientcalls import ClientCalls
 
-            self.calls = ClientCalls(self.worktree, self._call_done, self._agent_env)
+            self.calls = ClientCalls(self.worktree, self._call_done, self._agent_env, self.sandbox)
         self.calls.start(call)
 
     def _approvals(self) -> Approvals:
@@ -458,6 +511,8 @@ class Host:
         if self.calls is not None:  # no terminal of the agent outlives its host
             await self.calls.aclose()
         await self.process.aclose()
+        if self.sandbox is not None:
+            await self.sandbox.aclose()
         for task in list(self._tasks):
             task.cancel()
 

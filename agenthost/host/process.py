@@ -52,13 +52,16 @@ import subprocess
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
 from agenthost.agents.programs import lookup
 from agenthost.errors import AgentNotRunning
 from agenthost.host import reaper
+
+if TYPE_CHECKING:
+    from agenthost.sandbox.runner import Sandbox
 
 log = structlog.get_logger("agenthost.process")
 
@@ -233,6 +236,8 @@ class AgentProcess:
         self._stop_requested = False  # stop() signalled the agent while it still ran
         self._returncode = 0
         self.status: ExitStatus | None = None
+        self.sandboxed = False
+        """The process is bubblewrap, the agent inside (:mod:`agenthost.sandbox`)."""
         self._done = asyncio.Event()
         self._pipes_done = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -242,12 +247,42 @@ class AgentProcess:
         """True from spawn until the agent was reaped."""
         return self._popen is not None and not self._reaped
 
-    def start(self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> int:
-        """Spawn the agent; return its pid. Raise SpawnError if it cannot start."""
+    def start(
+        self,
+        argv: Sequence[str],
+        cwd: str | None,
+        env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
+    ) -> int:
+        """Spawn the agent (in ``sandbox``, if given); return its pid (bubblewrap's, in a
+        sandbox). Raise SpawnError if it cannot start."""
         loop = self._loop = asyncio.get_running_loop()
         wrapper = pdeathsig_wrapper()
-        if wrapper:
+        if wrapper or sandbox is not None:
             check_program(argv[0], cwd, env)
+        pass_fds: tuple[int, ...] = ()
+        if sandbox is not None:
+            from agenthost.errors import AgentHostError
+
+            try:
+                launch = sandbox.launch(argv, cwd, env)
+            except (AgentHostError, OSError) as exc:
+                raise SpawnError(f"cannot confine {argv[0]}: {exc}", 126) from exc
+            argv, env, pass_fds = launch.argv, launch.env, launch.pass_fds
+            self.sandboxed = True
+        try:
+            return self._start(loop, [*wrapper, *argv], cwd, env, pass_fds)
+        finally:
+            _close(*pass_fds)
+
+    def _start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        argv: Sequence[str],
+        cwd: str | None,
+        env: Mapping[str, str],
+        pass_fds: tuple[int, ...],
+    ) -> int:
         pipes = [os.pipe() for _ in range(3)]  # non-inheritable (PEP 446) until dup'ed
         child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
         ours = (pipes[0][1], pipes[1][0], pipes[2][0])
@@ -256,13 +291,14 @@ class AgentProcess:
                 # No preexec_fn (see the module docstring): Popen then forks with
                 # vfork, and the wrapper sets the death signal after the fork.
                 self._popen = subprocess.Popen(
-                    [*wrapper, *argv],
+                    argv,
                     stdin=child_ends[0],
                     stdout=child_ends[1],
                     stderr=child_ends[2],
                     cwd=cwd,
                     env=dict(env),
                     close_fds=True,
+                    pass_fds=pass_fds,
                     start_new_session=True,
                 )
         except FileNotFoundError as exc:
@@ -437,6 +473,17 @@ class AgentProcess:
         if sig == signal.SIGKILL and not self._reaped:
             self._killed = True
             self._kill_descendants()
+        if self.sandboxed and not self._reaped:
+            # the agent is in the sandbox's own session; bubblewrap's group holds only
+            # bubblewrap, which would take the sandbox down at once (no grace)
+            from agenthost.sandbox.runner import sandbox_group
+
+            inner = sandbox_group(self.pid)
+            if inner is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(inner, sig)
+                if sig != signal.SIGKILL:
+                    return True
         try:
             os.killpg(self.pid, sig)
         except ProcessLookupError:
@@ -505,6 +552,10 @@ class AgentProcess:
         code = self._popen.poll()
         if code is None:
             return
+        if self.sandboxed:
+            from agenthost.sandbox.runner import exit_code
+
+            code = exit_code(code)
         self._reaped = True
         self._returncode = code
         reaper.OWN.discard(self.pid)

@@ -60,6 +60,7 @@ export function describe(item) {
     task: text(agent?.task, agent?.description, spec.task),
     backend: text(agent?.backend, spec.agent),
     project: text(agent?.project, spec.project),
+    sandbox: text(agent?.sandbox, spec.sandbox),
     error: text(item.error, agent?.last_error),
   };
 }
@@ -246,6 +247,7 @@ function card(row, now) {
         row.task ? field("task", "task", row.task) : null,
         row.backend ? field("backend", "backend", row.backend) : null,
         row.project ? field("project", "project", row.project) : null,
+        row.sandbox ? field("sandbox", "sandbox", row.sandbox) : null,
         dollars(row.cost) ? h("span", { class: "cost" }, dollars(row.cost)) : null,
         Number.isFinite(row.last.at)
           ? h(

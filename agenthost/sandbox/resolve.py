@@ -1,0 +1,45 @@
+"""Which sandbox an agent gets: its spawn's ``--sandbox``, else the home's ``[sandbox]``
+default or the first ``[[sandbox.override]]`` that matches it; and what ``[sandbox]``
+adds (allowed hosts, paths). Reads ``config.toml`` only when it exists and a sandbox
+may be on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agenthost.config import config_path, load_config
+from agenthost.sandbox.profiles import Profile, parse_profile
+from agenthost.sandbox.runner import Settings
+
+
+def resolve(
+    home: Path, option: str | None, agent_id: str, project: str
+) -> tuple[Profile | None, Settings]:
+    """The profile (None: unconfined) and the settings of that agent's sandbox.
+
+    ``option`` is what the spawn asked for (``off`` included); None follows the home's
+    configuration. A configuration that is refused (another user's, a syntax error)
+    refuses the start: whatever it says of sandboxes cannot be known."""
+    if option is not None and parse_profile(option) is None:
+        return None, Settings()
+    if not config_path(home).exists():
+        return (parse_profile(option) if option is not None else None), Settings()
+    sandbox = load_config(home).sandbox
+    name, hosts = sandbox.for_agent(agent_id, project)
+    profile = parse_profile(option if option is not None else name)
+    return profile, Settings(hosts, tuple(sandbox.read_only), tuple(sandbox.read_write))
+
+
+def check_sandbox(home: Path, option: str | None, agent_id: str, project: str) -> str | None:
+    """Before anything starts: the profile that agent will get (None: unconfined), or
+    SandboxUnavailable if this machine cannot give it (ConfigError for a bad name or a
+    refused configuration)."""
+    if option is None and not config_path(home).exists():
+        return None
+    profile, _ = resolve(home, option, agent_id, project)
+    if profile is None:
+        return None
+    from agenthost.sandbox.machine import require
+
+    require(profile)
+    return profile.name

@@ -1,0 +1,211 @@
+"""A hostile agent in each sandbox profile (real bubblewrap, a real host): every
+attempt on what decides for it (the agenthost home, the host's socket, the host's
+process), on the user's secrets, and on the network is refused, while the agent keeps
+working in its worktree. Each attempt is first shown to work unconfined (``off``), so
+each refusal is the sandbox's doing (docs/sandbox.md, docs/security.md)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sandboxtools import PROBE, http_server, is_root, require_sandbox, user_home, worktree
+
+from hosttools import (
+    PY,
+    HostProc,
+    attached,
+    events_until,
+    kill_tree,
+    pid_gone,
+    start_host,
+    wait_for,
+)
+
+__all__ = ["user_home", "worktree"]  # fixtures
+
+HostFactory = Callable[..., HostProc]
+ABSTRACT = f"agenthost-test-{os.getpid()}"
+
+
+@pytest.fixture(autouse=True)
+def _confinable() -> None:
+    require_sandbox()
+
+
+@pytest.fixture
+def abstract_listener() -> Iterator[str]:
+    """A listening socket in the abstract namespace (shared with the machine's
+    network namespace), as some desktop services have."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind("\0" + ABSTRACT)
+        sock.listen(8)
+        yield "@" + ABSTRACT
+
+
+@pytest.fixture
+def daemon_like(home: Path) -> Iterator[Path]:
+    """A listening socket where the daemon's is (``<home>/daemon.sock``)."""
+    path = home / "daemon.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+        sock.listen(8)
+        yield path
+
+
+def ask(host: HostProc, line: str) -> str:
+    """Send one attempt to the probe; its answer (``ATTEMPT ok|refused DETAIL``)."""
+    name = line.split()[0]
+    with attached(host, timeout=30) as conn:
+        assert conn.request("host.send", {"input": line})["success"]
+        events = events_until(
+            conn,
+            lambda e: e["type"] == "output" and str(e.get("data", "")).startswith(name + " "),
+        )
+    answer: str = events[-1]["data"]
+    return answer
+
+
+def start_probe(
+    host_factory: HostFactory, home: Path, profile: str, user: Path, wt: Path, allowed: int
+) -> HostProc:
+    (home / "config.toml").write_text(f'[sandbox]\nallow_hosts = ["127.0.0.1:{allowed}"]\n')
+    (home / "config.toml").chmod(0o600)
+    return host_factory(
+        "probe",
+        "--agent",
+        "lines",
+        "--sandbox",
+        profile,
+        "--cwd",
+        str(wt),
+        command=[PY, "-u", "-c", PROBE],
+        env={"HOME": str(user), "SSH_AUTH_SOCK": "/tmp/agent.sock", "AGENTHOST_HOME": str(home)},
+    )
+
+
+PROFILES = ["off", "strict", "none", "net"]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_hostile_agent_is_refused_everything_that_governs_it(
+    profile: str,
+    host_factory: HostFactory,
+    home: Path,
+    user_home: Path,
+    worktree: Path,
+    abstract_listener: str,
+    daemon_like: Path,
+) -> None:
+    confined = profile != "off"
+    with http_server() as allowed, http_server() as other:
+        host = start_probe(host_factory, home, profile, user_home, worktree, allowed)
+        assert host.agent().get("sandbox") == (profile if confined else None)
+        attempts = {
+            "ssh key": f"read {user_home}/.ssh/id_ed25519",
+            "config.toml": f"read {home}/config.toml",
+            "the home": f"listdir {home}",
+            "host socket": f"unix {host.socket_path}",
+            "daemon socket": f"unix {daemon_like}",
+            "/proc/*/root": f"proc-root {host.socket_path}",
+            "/proc/PID/fd": f"proc-fd {host.pid}",
+            "signal host": f"signal {host.pid}",
+            "ptrace host": f"ptrace {host.pid}",
+            "other server": f"tcp 127.0.0.1 {other}",
+            "abstract socket": f"unix {abstract_listener}",
+        }
+        if is_root():  # only root reads /etc/shadow unconfined
+            attempts["/etc/shadow"] = "read /etc/shadow"
+        answers = {name: ask(host, line) for name, line in attempts.items()}
+        for name, answer in answers.items():
+            worked = " ok " in answer
+            if not confined:
+                assert worked, f"{name} must work unconfined, or the test proves nothing: {answer}"
+            elif profile == "net" and name in ("other server", "abstract socket"):
+                assert worked, answer  # net is the machine's network (docs/sandbox.md)
+            else:
+                assert not worked, f"{profile}: {name} was not refused: {answer}"
+
+        # the network: strict reaches what is allowed, through the proxy, and nothing else
+        through = ask(host, f"proxy 127.0.0.1:{allowed}")
+        refused = ask(host, f"proxy 127.0.0.1:{other}")
+        if profile == "strict":
+            assert " ok HTTP/1.1 200" in through, through
+            assert " refused " in refused and "403" in refused, refused
+        else:
+            assert " refused " in through and " refused " in refused
+
+        # writes: the worktree's last, what is outside never reaches the user's files
+        assert " ok " in ask(host, f"write {worktree}/made-by-agent")
+        assert (worktree / "made-by-agent").read_text() == "planted by the agent\n"
+        ask(host, f"write {user_home}/planted")
+        assert (user_home / "planted").exists() is not confined
+
+        # nothing in its environment leads to the home (even unconfined: no AGENTHOST_HOME)
+        env = ask(host, "env")
+        assert "AGENTHOST_HOME" not in env
+        if confined:
+            assert "SSH_AUTH_SOCK" not in env and "AGENTHOST_SANDBOX" in env
+
+
+@pytest.mark.parametrize("profile", ["strict", "none"])
+def test_a_double_forked_child_ends_with_the_sandbox(
+    profile: str, host_factory: HostFactory, home: Path, user_home: Path, worktree: Path
+) -> None:
+    with http_server() as allowed:
+        host = start_probe(host_factory, home, profile, user_home, worktree, allowed)
+        pidfile = worktree / "child.pid"
+        assert " ok " in ask(host, f"setsid-child {pidfile}")
+        # its pid is the sandbox's own: find the real one by what it runs
+        sleepers = wait_for(
+            lambda: [p for p in os.listdir("/proc") if _runs(p, b"sleep\x00600", worktree)],
+            what="the setsid child runs",
+        )
+        with attached(host) as conn:
+            assert conn.request("host.stop", {})["success"]
+        host.wait_exit()
+        for pid in sleepers:
+            wait_for(lambda pid=pid: pid_gone(int(pid)), what=f"the setsid child {pid} ended")
+
+
+def _runs(pid: str, cmdline: bytes, cwd: Path) -> bool:
+    """Whether process ``pid`` runs ``cmdline`` in ``cwd``."""
+    try:
+        if os.readlink(f"/proc/{pid}/cwd") != str(cwd):
+            return False
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(cmdline)
+    except (OSError, ValueError):
+        return False
+
+
+def test_secrets_under_the_worktree_are_masked(user_home: Path) -> None:
+    # the worktree is the user's whole home, which holds the agenthost home (its
+    # default place is under $HOME) and the ssh key
+    home = user_home / ".ah"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text("[sandbox]\n")
+    (home / "config.toml").chmod(0o600)
+    (user_home / "notes.txt").write_text("the user's own file\n")
+    host = start_host(
+        home,
+        "probe",
+        "--agent",
+        "lines",
+        "--sandbox",
+        "none",
+        "--cwd",
+        str(user_home),
+        command=[PY, "-u", "-c", PROBE],
+        env={"HOME": str(user_home)},
+    )
+    try:
+        assert " ok " in ask(host, f"read {user_home}/notes.txt")  # its worktree
+        assert " refused " in ask(host, f"read {user_home}/.ssh/id_ed25519")
+        assert " refused " in ask(host, f"listdir {home}")
+        assert " refused " in ask(host, f"read {home}/config.toml")
+        assert " refused " in ask(host, f"unix {host.socket_path}")
+    finally:
+        kill_tree(host.proc)
