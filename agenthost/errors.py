@@ -93,6 +93,12 @@ class WorktreeError(ConfigError):
     code = ErrorCode.WORKTREE_FAILED
 
 
+class SandboxUnavailable(AgentCannotStart):
+    """A sandbox was asked for and this machine cannot build part of it (no
+    libseccomp, an architecture the filter does not know, ...). The message says what
+    is missing; the agent is refused before anything starts, never run unconfined."""
+
+
 class HostAlreadyRunning(AgentHostError):
     """``serve`` for an agent whose host is alive (its lock is held)."""
 

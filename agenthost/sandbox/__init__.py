@@ -1,0 +1,1 @@
+"""Confinement of an agent's process tree (bubblewrap, its seccomp filter)."""
