@@ -12,5 +12,6 @@ its only way out is an allowlisting HTTP proxy that runs in the host, outside.
 - :mod:`~agenthost.sandbox.bwrapargs`: bubblewrap's command line for a layout (no I/O);
 - :mod:`~agenthost.sandbox.layout`: the layout of one agent's sandbox, from its files;
 - :mod:`~agenthost.sandbox.machine`: what this machine can confine, and why not;
+- :mod:`~agenthost.sandbox.seccomp`: the seccomp filter (what namespaces do not cover);
 - :mod:`~agenthost.sandbox.runner`: the sandbox a host runs its agent in.
 """
