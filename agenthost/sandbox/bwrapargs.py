@@ -69,6 +69,7 @@ def bwrap_argv(
     *,
     seccomp_fd: int | None,
     info_fd: int | None = None,
+    disable_userns: bool = True,
 ) -> list[str]:
     """The whole command line: bubblewrap, its options, ``--``, then ``command``.
 
@@ -76,7 +77,9 @@ def bwrap_argv(
     it; network too unless the profile is ``net``). ``--die-with-parent`` ends the
     sandbox with whoever started it; ``--new-session`` keeps the agent from the
     terminal of anyone who started it (TIOCSTI); ``--info-fd`` tells the caller the
-    pid of the sandbox's first process, whose process group holds the agent.
+    pid of the sandbox's first process, whose process group holds the agent. Every
+    capability is dropped (bubblewrap started by root would keep them inside its user
+    namespace) and, where bubblewrap can (0.8), no user namespace may be made inside.
     """
     argv = [
         bwrap,
@@ -87,9 +90,13 @@ def bwrap_argv(
         "--unshare-cgroup-try",
         "--die-with-parent",
         "--new-session",
+        "--cap-drop",
+        "ALL",
         "--hostname",
         layout.hostname,
     ]
+    if disable_userns:
+        argv.append("--disable-userns")
     if layout.network != "net":
         argv.append("--unshare-net")
     for mount in layout.mounts:

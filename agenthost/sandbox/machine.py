@@ -50,6 +50,8 @@ class Report:
 
     checks: tuple[Check, ...]
     bwrap: str | None
+    disable_userns: bool = False
+    """bubblewrap can forbid user namespaces inside (``--disable-userns``, 0.8)."""
 
     @property
     def ok(self) -> bool:
@@ -153,7 +155,20 @@ def check() -> Report:
 
     missing = seccomp.unavailable()
     checks.append(Check("seccomp", missing is None, missing or "libseccomp builds the filter"))
-    return Report(tuple(checks), bwrap)
+    return Report(
+        tuple(checks), bwrap, bwrap is not None and _has_option(bwrap, "--disable-userns")
+    )
+
+
+def _has_option(bwrap: str, option: str) -> bool:
+    """Whether this bubblewrap knows ``option`` (its ``--help`` lists it)."""
+    try:
+        out = subprocess.run(
+            [bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return option in out.stdout
 
 
 @functools.cache
@@ -161,9 +176,10 @@ def _cached() -> Report:
     return check()
 
 
-def require(profile: Profile) -> str:
-    """bubblewrap's path if agents can be confined in ``profile`` here; else
-    SandboxUnavailable, naming what is missing (checked once per process)."""
+def require(profile: Profile) -> Report:
+    """This machine's report if agents can be confined in ``profile`` here (its
+    ``bwrap`` is set); else SandboxUnavailable, naming what is missing (checked once
+    per process)."""
     report = _cached()
     if not report.ok or report.bwrap is None:
         raise SandboxUnavailable(
@@ -171,4 +187,4 @@ def require(profile: Profile) -> str:
             hint="`agenthost sandbox check` says what this machine lacks; "
             "--sandbox off runs the agent unconfined",
         )
-    return report.bwrap
+    return report

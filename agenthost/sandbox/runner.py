@@ -133,7 +133,8 @@ class Sandbox:
         """A private directory of the host's for the proxy's socket (bound inside)."""
         self.settings = settings
         self.hosts = (*api_hosts, *settings.allow_hosts)
-        self.bwrap = require(profile)
+        self.machine = require(profile)
+        self.bwrap: str = self.machine.bwrap or ""  # set: require() refuses a machine without
         self.proxy: Proxy | None = None
 
     def record(self) -> Governed:
@@ -201,7 +202,13 @@ class Sandbox:
             )
         fd = seccomp.filter_fd()
         return Launch(
-            bwrap_argv(self.bwrap, layout, command, seccomp_fd=fd),
+            bwrap_argv(
+                self.bwrap,
+                layout,
+                command,
+                seccomp_fd=fd,
+                disable_userns=self.machine.disable_userns,
+            ),
             inside_env(env, self.profile, self.hosts),
             (fd,),
         )
