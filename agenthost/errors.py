@@ -99,6 +99,22 @@ class HostAlreadyRunning(AgentHostError):
     code = ErrorCode.BUSY
 
 
+class SandboxError(AgentHostError):
+    """An agent cannot be confined as asked: the machine cannot give the sandbox (no
+    bubblewrap, user namespaces disabled), or its settings are wrong. The message says
+    what is missing and how to fix it; nothing runs unconfined instead."""
+
+    code = ErrorCode.CANNOT_START
+
+
+class InvalidAllowEntry(SandboxError, ConfigError):
+    """An entry of a sandbox's network allow list (``sandbox.allow_hosts``) that is not
+    a host name, a ``*.domain``, or an IP literal, with an optional ``:port`` or ``:*``;
+    the message names the entry and what is wrong with it."""
+
+    code = ErrorCode.INVALID_PAYLOAD
+
+
 # --- talking to a host --------------------------------------------------------------
 
 

@@ -63,6 +63,7 @@ SANS_IO = (
     "agenthost.governance.budget",
     "agenthost.governance.usagelimits",
     "agenthost.textsafe",
+    "agenthost.sandbox.allowlist",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
