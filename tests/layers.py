@@ -64,6 +64,7 @@ SANS_IO = (
     "agenthost.governance.usagelimits",
     "agenthost.textsafe",
     "agenthost.sandbox.allowlist",
+    "agenthost.sandbox.proxyrules",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
