@@ -85,7 +85,15 @@ class AgentCannotStart(ConfigError):
     code = ErrorCode.CANNOT_START
 
 
-class SandboxUnavailable(AgentCannotStart):
+class SandboxError(AgentHostError):
+    """An agent cannot be confined as asked: the machine cannot give the sandbox (no
+    bubblewrap, user namespaces disabled), or its settings are wrong. The message says
+    what is missing and how to fix it; nothing runs unconfined instead."""
+
+    code = ErrorCode.CANNOT_START
+
+
+class SandboxUnavailable(AgentCannotStart, SandboxError):
     """(1.6) ``--sandbox`` asked for a confinement this machine cannot give: no
     bubblewrap, user namespaces turned off (the message names the sysctl), no
     libseccomp, or a profile that is not built here. Refused before anything starts;
@@ -104,6 +112,14 @@ class HostAlreadyRunning(AgentHostError):
     """``serve`` for an agent whose host is alive (its lock is held)."""
 
     code = ErrorCode.BUSY
+
+
+class InvalidAllowEntry(SandboxError, ConfigError):
+    """An entry of a sandbox's network allow list (``sandbox.allow_hosts``) that is not
+    a host name, a ``*.domain``, or an IP literal, with an optional ``:port`` or ``:*``;
+    the message names the entry and what is wrong with it."""
+
+    code = ErrorCode.INVALID_PAYLOAD
 
 
 # --- talking to a host --------------------------------------------------------------

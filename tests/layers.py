@@ -64,6 +64,8 @@ SANS_IO = (
     "agenthost.governance.usagelimits",
     "agenthost.textsafe",
     "agenthost.sandbox.seccomp",
+    "agenthost.sandbox.allowlist",
+    "agenthost.sandbox.proxyrules",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

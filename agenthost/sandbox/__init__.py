@@ -13,5 +13,8 @@ its only way out is an allowlisting HTTP proxy that runs in the host, outside.
 - :mod:`~agenthost.sandbox.layout`: the layout of one agent's sandbox, from its files;
 - :mod:`~agenthost.sandbox.machine`: what this machine can confine, and why not;
 - :mod:`~agenthost.sandbox.seccomp`: the seccomp filter (what namespaces do not cover);
+- :mod:`~agenthost.sandbox.allowlist`, :mod:`~agenthost.sandbox.proxyrules`,
+  :mod:`~agenthost.sandbox.proxy`: the hosts ``strict`` reaches and the proxy outside;
+- :mod:`~agenthost.sandbox.inner`: the bridge inside, in front of the agent;
 - :mod:`~agenthost.sandbox.runner`: the sandbox a host runs its agent in.
 """
