@@ -323,7 +323,20 @@ def _absolute(value: Path) -> Path:
 
 ProfileName = Annotated[str, AfterValidator(_profile_name)]
 AbsolutePath = Annotated[Path, AfterValidator(_absolute)]
-HostEntry = Annotated[str, Field(min_length=1, max_length=300)]
+
+
+def _allow_entry(value: str) -> str:
+    from agenthost.errors import InvalidAllowEntry
+    from agenthost.sandbox.allowlist import AllowList
+
+    try:
+        AllowList.parse([value])
+    except InvalidAllowEntry as exc:
+        raise ValueError(exc.message) from None
+    return value
+
+
+HostEntry = Annotated[str, Field(min_length=1, max_length=300), AfterValidator(_allow_entry)]
 
 
 class SandboxOverride(ConfigModel):
@@ -352,6 +365,8 @@ class SandboxConfig(ConfigModel):
     """``host``, ``host:port``, ``*.domain``: reachable through the proxy in ``strict``."""
     read_only: list[AbsolutePath] = Field(default_factory=list)
     read_write: list[AbsolutePath] = Field(default_factory=list)
+    max_processes: int = Field(default=1024, ge=16, le=1 << 22)
+    """How many processes one sandbox may have (where a pids cgroup can be made)."""
     override: list[SandboxOverride] = Field(default_factory=list)
 
     def for_agent(self, agent_id: str, project: str) -> tuple[str, tuple[str, ...]]:

@@ -351,7 +351,7 @@ class Host:
                 settings=settings,
                 api_hosts=kinds.api_hosts(self.adapter.kind, env),
             )
-            await sandbox.start()
+            await sandbox.start(f"agenthost-{self.agent_id}-{os.getpid()}")
         except AgentHostError as exc:
             self._failed_start(SpawnError(exc.message, 126))
             return False

@@ -155,6 +155,18 @@ def check() -> Report:
 
     missing = seccomp.unavailable()
     checks.append(Check("seccomp", missing is None, missing or "libseccomp builds the filter"))
+    from agenthost.sandbox.pids import describe
+
+    bound = describe()  # informative: a machine without one still confines
+    checks.append(
+        Check(
+            "process bound",
+            True,
+            bound
+            or "none here (no pids cgroup the host may make): a fork bomb inside "
+            "a sandbox is bounded only by the machine's pid_max",
+        )
+    )
     return Report(
         tuple(checks), bwrap, bwrap is not None and _has_option(bwrap, "--disable-userns")
     )

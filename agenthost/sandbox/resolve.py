@@ -27,7 +27,9 @@ def resolve(
     sandbox = load_config(home).sandbox
     name, hosts = sandbox.for_agent(agent_id, project)
     profile = parse_profile(option if option is not None else name)
-    return profile, Settings(hosts, tuple(sandbox.read_only), tuple(sandbox.read_write))
+    return profile, Settings(
+        hosts, tuple(sandbox.read_only), tuple(sandbox.read_write), sandbox.max_processes
+    )
 
 
 def check_sandbox(home: Path, option: str | None, agent_id: str, project: str) -> str | None:

@@ -26,6 +26,7 @@ from agenthost.sandbox.profiles import Profile
 
 if TYPE_CHECKING:
     from agenthost.agents.base import Governed
+    from agenthost.sandbox.pids import PidsGroup
     from agenthost.sandbox.proxy import Proxy
 
 log = structlog.get_logger("agenthost.sandbox")
@@ -64,6 +65,8 @@ class Settings:
     allow_hosts: tuple[str, ...] = ()
     read_only: tuple[Path, ...] = ()
     read_write: tuple[Path, ...] = ()
+    max_processes: int = 1024
+    """The bound on the sandbox's processes, where a pids cgroup can be made."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,8 @@ class Sandbox:
         self.machine = require(profile)
         self.bwrap: str = self.machine.bwrap or ""  # set: require() refuses a machine without
         self.proxy: Proxy | None = None
+        self.pids: PidsGroup | None = None
+        """The cgroup that bounds its processes (None where none can be made)."""
 
     def record(self) -> Governed:
         """The governance record of the confinement (the audit trail: what the agent
@@ -155,8 +160,14 @@ class Sandbox:
         detail = {"profile": self.profile.name, "allow_hosts": list(self.hosts)}
         return Governed("sandboxed", "host", reason, detail)
 
-    async def start(self) -> None:
-        """Start the proxy (``strict``)."""
+    async def start(self, name: str) -> None:
+        """Make the group that bounds its processes (``name``: unique on the machine)
+        and start the proxy (``strict``)."""
+        from agenthost.sandbox.pids import PidsGroup
+
+        if self.pids is None:
+            self.pids = PidsGroup.make(name, self.settings.max_processes)
+            log.info("sandbox.pids", group=str(self.pids.path) if self.pids else None)
         if self.profile.network != "strict" or self.proxy is not None:
             return
         from agenthost.paths import ensure_private_dir
@@ -201,8 +212,10 @@ class Sandbox:
                 *command,
             )
         fd = seccomp.filter_fd()
+        prefix = self.pids.wrap([]) if self.pids is not None else []
         return Launch(
-            bwrap_argv(
+            prefix
+            + bwrap_argv(
                 self.bwrap,
                 layout,
                 command,
@@ -214,7 +227,10 @@ class Sandbox:
         )
 
     async def aclose(self) -> None:
-        """Stop the proxy."""
+        """Stop the proxy, remove the group (its processes are gone by now)."""
+        if self.pids is not None:
+            self.pids.remove()
+            self.pids = None
         if self.proxy is not None:
             await self.proxy.close()
             self.proxy = None

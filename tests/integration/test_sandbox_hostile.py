@@ -209,3 +209,34 @@ def test_secrets_under_the_worktree_are_masked(user_home: Path) -> None:
         assert " refused " in ask(host, f"unix {host.socket_path}")
     finally:
         kill_tree(host.proc)
+
+
+@pytest.mark.parametrize("profile", ["off", "none"])
+def test_a_fork_bomb_stops_at_the_sandboxs_process_bound(
+    profile: str, host_factory: HostFactory, home: Path, user_home: Path, worktree: Path
+) -> None:
+    from agenthost.sandbox.pids import describe
+
+    if describe() is None:
+        pytest.skip("no pids cgroup can be made here: the bound is the machine's pid_max")
+    (home / "config.toml").write_text("[sandbox]\nmax_processes = 40\n")
+    (home / "config.toml").chmod(0o600)
+    host = host_factory(
+        "probe",
+        "--agent",
+        "lines",
+        "--sandbox",
+        profile,
+        "--cwd",
+        str(worktree),
+        command=[PY, "-u", "-c", PROBE],
+        env={"HOME": str(user_home)},
+    )
+    answer = ask(host, "forkbomb 120")
+    count = int(answer.split()[2])
+    if profile == "off":
+        assert count == 120, answer  # unconfined nothing stops it here
+    else:
+        # the group holds the bubblewrap processes, the probe, and its children
+        assert 30 <= count < 40 and "stopped by" in answer, answer
+        assert " ok " in ask(host, f"write {worktree}/after")  # and the agent keeps working
