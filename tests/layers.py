@@ -38,6 +38,7 @@ SANS_IO = (
     "agenthost.agents.demo",
     "agenthost.agents.claude",
     "agenthost.agents.codex",
+    "agenthost.agents.codexsandbox",
     "agenthost.agents.lines",
     "agenthost.agents.programs",
     "agenthost.acp.jsonrpc",

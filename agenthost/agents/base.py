@@ -8,7 +8,7 @@ returns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -255,6 +255,14 @@ class Adapter:
             )
         if self.options.resume is not None and not self.resumable:
             raise ConfigError(f"the {self.kind} agent cannot resume a session")
+
+    @classmethod
+    def inside_sandbox(cls, params: Mapping[str, str]) -> dict[str, str]:
+        """The ``--agent-opt`` settings for an agent of this kind that runs inside
+        agenthost's sandbox, from those asked for: an agent with a sandbox of its own
+        turns it off there where it could not nest (docs/sandbox-agents.md). By default
+        they are unchanged."""
+        return dict(params)
 
     def build_command(self, command: Sequence[str]) -> list[str]:
         """The argv to run, given what the user put after ``--``."""

@@ -20,7 +20,7 @@ import os
 import re
 import shlex
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from agenthost._version import __version__
@@ -44,6 +44,7 @@ from agenthost.agents.base import (
     turn_failed,
     turn_interrupted,
 )
+from agenthost.agents.codexsandbox import SANDBOX_MODES, helper_alias_problem, inside_sandbox
 from agenthost.agents.programs import Program
 from agenthost.agents.streamjson import (
     clip,
@@ -58,7 +59,6 @@ from agenthost.protocol import AgentState
 
 BINARY_ENV: Final = "AGENTHOST_CODEX_BIN"
 APPROVAL_POLICIES: Final = ("untrusted", "on-request", "never")
-SANDBOX_MODES: Final = ("read-only", "workspace-write", "danger-full-access")
 DEFAULT_PARAMS: Final = {"approval_policy": "on-request", "sandbox": "workspace-write"}
 # --agent-opt key -> thread/start (and thread/resume) field
 THREAD_PARAMS: Final = {
@@ -134,7 +134,16 @@ class CodexAdapter(Adapter):
         return AgentState.RUNNING
 
     def startup(self) -> list[AdapterEvent]:
-        return [self._handshake_request()]
+        # the host hands its agent its own environment (plus what --env adds)
+        problem = helper_alias_problem(os.environ, self.params["sandbox"])
+        note = [ErrorNote(problem)] if problem else []
+        return [*note, self._handshake_request()]
+
+    @classmethod
+    def inside_sandbox(cls, params: Mapping[str, str]) -> dict[str, str]:
+        """Codex's own sandbox off (``sandbox=danger-full-access``), the approval policy
+        unchanged: see :func:`agenthost.agents.codexsandbox.inside_sandbox`."""
+        return inside_sandbox(params)
 
     def send(self, text: str) -> list[AdapterEvent]:
         """Start a turn with ``text``, or hold it until the thread is ready and idle."""

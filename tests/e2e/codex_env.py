@@ -8,6 +8,13 @@ analytics, feedback, web search, plugins/apps/connectors (every key passes
 other HTTP(S) traffic to a proxy address that refuses connections (``127.0.0.1:9``),
 with the fake server exempted by ``NO_PROXY``.
 
+Codex gets a private TMPDIR (``root/tmp``), as a real install has its CODEX_HOME
+(``~/.codex``) outside the temporary directory: Codex refuses to make its helper
+aliases (``codex-linux-sandbox`` on its PATH) under ``$TMPDIR`` (or ``/tmp``), and
+with a system bubblewrap older than 0.9 (no ``--argv0``; Debian 12 has 0.8) its own
+sandbox then fails every command (``bwrap: execvp codex-linux-sandbox: No such file
+or directory``). docs/sandbox-agents.md has the whole story.
+
 :class:`AppServer` runs ``codex app-server`` in that environment and speaks JSON-RPC to
 it over stdio, keeping a transcript of every line. Usage::
 
@@ -129,8 +136,9 @@ env_key = {_toml_str(API_KEY_ENV)}
 class CodexEnv:
     """Temporary directories and the environment for one Codex run.
 
-    ``root`` holds ``home`` (HOME), ``codex_home`` (CODEX_HOME, with config.toml) and
-    ``workdir`` (a git worktree for the thread's cwd). :meth:`cleanup` removes it all.
+    ``root`` holds ``home`` (HOME), ``codex_home`` (CODEX_HOME, with config.toml),
+    ``workdir`` (a git worktree for the thread's cwd) and ``tmp`` (TMPDIR).
+    :meth:`cleanup` removes it all.
     """
 
     root: Path
@@ -151,6 +159,11 @@ class CodexEnv:
     def workdir(self) -> Path:
         """The working directory (a fresh git repository) for threads."""
         return self.root / "work"
+
+    @property
+    def tmp(self) -> Path:
+        """TMPDIR: not an ancestor of CODEX_HOME, so Codex makes its helper aliases."""
+        return self.root / "tmp"
 
     @property
     def config_path(self) -> Path:
@@ -175,7 +188,7 @@ class CodexEnv:
         if root is None:
             root = Path(tempfile.mkdtemp(prefix="cx-", dir="/tmp"))
         self = cls(root=root, base_url=base_url)
-        for path in (self.home, self.codex_home, self.workdir):
+        for path in (self.home, self.codex_home, self.workdir, self.tmp):
             path.mkdir(parents=True, exist_ok=True)
         text = config if config is not None else config_toml(base_url, **config_options)
         self.config_path.write_text(text)
@@ -207,6 +220,7 @@ class CodexEnv:
             {
                 "HOME": str(self.home),
                 "CODEX_HOME": str(self.codex_home),
+                "TMPDIR": str(self.tmp),
                 "XDG_CONFIG_HOME": str(self.home / ".config"),
                 "XDG_CACHE_HOME": str(self.home / ".cache"),
                 "XDG_DATA_HOME": str(self.home / ".local" / "share"),

@@ -11,6 +11,8 @@ has a deadline.
 from __future__ import annotations
 
 import functools
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -128,6 +130,39 @@ def test_command_turn(start: Start, server: FakeOpenAI) -> None:
     assert done["tool_result"] == "hello" and done["is_error"] is False
     assert done["exit_code"] == 0 and done["tool_use_id"] == call["tool_use_id"]
     assert answer["content"] == "It printed hello."
+    assert results(events)[0]["subtype"] == "completed"
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A directory outside the worktree and outside every temporary directory (Codex's
+    ``workspace-write`` lets commands write ``/tmp`` and ``$TMPDIR`` too)."""
+    path = Path(tempfile.mkdtemp(prefix="agenthost-codex-outside-", dir="/var/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_codex_sandbox_confines_its_commands_to_the_worktree(
+    start: Start, server: FakeOpenAI, codex: CodexEnv, outside: Path
+) -> None:
+    # The default sandbox (workspace-write) is Codex's own, on bubblewrap when the
+    # machine has it: a command writes in the worktree, and cannot write elsewhere.
+    escape = outside / "escaped.txt"
+    command = f"echo inside > inside.txt && touch {escape}"
+    server.enqueue(shell(command), text("The second write failed."))
+    host = start()
+    with attached(host) as conn:
+        events = settled_turn(conn, "Write two files.")
+    assert (codex.workdir / "inside.txt").read_text() == "inside\n"
+    assert not escape.exists()
+    (output,) = server.responses_requests()[-1].function_outputs()
+    assert "Process exited with code 1" in output["output"]
+    assert f"cannot touch '{escape}': Read-only file system" in output["output"]
+    # Codex 0.169 reports a command its sandbox stopped to the model only: no item, so
+    # no tool entry (docs/sandbox-agents.md); and it does not ask to run it unconfined.
+    assert not [e for e in events if e["type"] == "permission_request"]
     assert results(events)[0]["subtype"] == "completed"
 
 
