@@ -356,6 +356,13 @@ class Host:
             self._failed_start(SpawnError(exc.message, 126))
             return False
         self.sandbox = sandbox
+        # an agent with a sandbox of its own turns it off inside ours, where it cannot
+        # nest (docs/sandbox.md): the adapter is made again with those settings
+        params = type(self.adapter).inside_sandbox(config.agent_params)
+        if params != dict(config.agent_params):
+            options = AdapterOptions(self.worktree, config.resume, params)
+            self.adapter = make_adapter(config.agent, options)
+            self.argv = self.adapter.build_command(config.command)
         self.stream.info["sandbox"] = profile.name
         log.info("sandbox.ready", profile=profile.name)
         return True
