@@ -160,10 +160,10 @@ def _bridge(listener: socket.socket, path: str, parent: int) -> None:
             if fd == watch:
                 return
             try:
-                fd, _ = listener._accept()  # type: ignore[attr-defined]  # _socket.socket
+                accepted, _ = listener._accept()  # type: ignore[attr-defined]  # _socket's
             except OSError:
                 continue  # gone before it was accepted (or out of files: retried)
-            client = socket.socket(fileno=fd)
+            client = socket.socket(fileno=accepted)
             client.setblocking(True)
             try:
                 threading.Thread(target=_serve, args=(client, path), daemon=True).start()
