@@ -230,3 +230,18 @@ def test_the_governance_benchmark_reports_its_figures() -> None:
     assert budget["cpu_ms_per_turn_with_budget"] > 0 and budget["pss_kib_without"] > 0
     assert figures["sweep"]["escapees"] == 3  # every orphan found and ended
     assert figures["worktree"]["files"] == 20 and figures["worktree"]["cpu_ms_make"] > 0
+
+
+def test_the_sandbox_proxy_benchmark_reports_its_figures() -> None:
+    stdout = _benchmark_output("sandbox_proxy.py", "--quick")
+    figures = json.loads(stdout.decode().splitlines()[-1])
+    assert figures["mib"] == 4 and figures["runs"] == 1
+    for path in ("direct", "proxy", "proxy_bridge"):
+        for direction in ("down", "up"):
+            row = figures[path][direction]
+            assert _positive(row["mb_per_s"]), (path, direction, row)
+            if path != "direct":
+                assert _positive(row["ratio_to_direct"]) and row["proxy_cpu_s_per_mb"] >= 0
+    assert figures["proxy_bridge"]["down"]["bridge_cpu_s_per_mb"] >= 0
+    for key in ("python_bare_ms", "inner_command_side_ms", "inner_with_bridge_ms"):
+        assert _positive(figures["bridge_start"][key]), key

@@ -99,7 +99,10 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def _fail(message: str, status: int) -> NoReturn:
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    try:  # (os.write: sys.stderr is None when fd 2 was closed)
+        os.write(2, f"{PROG}: {message}\n".encode(errors="backslashreplace"))
+    except OSError:
+        pass
     os._exit(status)
 
 
@@ -117,8 +120,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror}", 125)
     parent = os.getpid()
-    sys.stdout.flush()
-    sys.stderr.flush()
     if os.fork() == 0:
         try:
             _bridge(listener, path, parent)
@@ -140,9 +141,11 @@ def _bridge(listener: socket.socket, path: str, parent: int) -> None:
     for name in QUIET:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
     null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
+    for fd in (0, 1):  # (an agent started with stdin closed has the listener there)
+        if fd not in (null, listener.fileno()):
+            os.dup2(null, fd)
+    if null > 1:
+        os.close(null)
     watch = _watch(parent)
     if os.getppid() != parent:  # it ended before we watched it
         return
@@ -157,10 +160,10 @@ def _bridge(listener: socket.socket, path: str, parent: int) -> None:
             if fd == watch:
                 return
             try:
-                fd, _ = listener._accept()  # type: ignore[attr-defined]  # _socket.socket
+                accepted, _ = listener._accept()  # type: ignore[attr-defined]  # _socket's
             except OSError:
                 continue  # gone before it was accepted (or out of files: retried)
-            client = socket.socket(fileno=fd)
+            client = socket.socket(fileno=accepted)
             client.setblocking(True)
             try:
                 threading.Thread(target=_serve, args=(client, path), daemon=True).start()

@@ -285,3 +285,18 @@ try:
 except urllib.error.HTTPError as error:
     print("python refused", error.code)
 """
+
+
+@needs_curl
+def test_an_agent_started_with_stdin_and_stdout_closed_still_gets_its_bridge(
+    sock_dir: Path,
+) -> None:
+    # with fd 0 closed the listening socket takes it: the bridge must not clobber it
+    port = free_port()
+    argv = " ".join(bridge(port, sock_dir / "gone.sock", "curl", "-sS", "-o", "/dev/stderr"))
+    proc = subprocess.run(
+        ["sh", "-c", f"{argv} -x 127.0.0.1:{port} http://a/ <&- >&-"],
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert b"the sandbox's proxy cannot be reached" in proc.stderr, proc
