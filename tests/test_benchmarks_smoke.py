@@ -245,3 +245,19 @@ def test_the_sandbox_proxy_benchmark_reports_its_figures() -> None:
     assert figures["proxy_bridge"]["down"]["bridge_cpu_s_per_mb"] >= 0
     for key in ("python_bare_ms", "inner_command_side_ms", "inner_with_bridge_ms"):
         assert _positive(figures["bridge_start"][key]), key
+
+
+def test_the_sandbox_spawn_benchmark_reports_its_figures() -> None:
+    from agenthost.sandbox.machine import check
+    from e2e.clis import unavailable
+
+    if not check().ok:
+        unavailable("agents cannot be confined here (agenthost sandbox check)")
+    figures = json.loads(_benchmark_output("sandbox_spawn.py", "--runs", "1", "--json"))
+    assert set(figures) == {"off", "none", "net", "strict"}
+    for profile, row in figures.items():
+        assert _positive(row["cpu_ms"]) and _positive(row["pss_mib"]), (profile, row)
+    assert figures["off"]["wall_ratio"] == 1.0
+    # bubblewrap's two processes and, in strict, the bridge come on top of the agent
+    assert figures["none"]["procs"] == figures["off"]["procs"] + 2
+    assert figures["strict"]["procs"] == figures["none"]["procs"] + 1

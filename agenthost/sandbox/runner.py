@@ -56,6 +56,10 @@ DROPPED_VARS: Final = (
 )
 """Variables that lead outside the sandbox (agents, buses, displays, proxies): none of
 what they name is there, and the proxy settings are the sandbox's own."""
+KEPT_VARS: Final = ("AGENTHOST_AGENT_RUN", "AGENTHOST_DEMO_PACE")
+"""The variables of agenthost's that stay inside: the run's marker (the watchdog finds
+the agent's processes by it) and the demo agent's pace. Any other ``AGENTHOST_*`` is
+agenthost's own business, and may lead to the home."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,7 @@ def inside_env(env: Mapping[str, str], profile: Profile, hosts: Sequence[str]) -
     out = {
         k: v
         for k, v in env.items()
-        if k not in DROPPED_VARS and not (k.startswith("AGENTHOST_") and k != "AGENTHOST_AGENT_RUN")
+        if k not in DROPPED_VARS and (not k.startswith("AGENTHOST_") or k in KEPT_VARS)
     }
     out[SANDBOX_VAR] = profile.name
     out["TMPDIR"] = "/tmp"

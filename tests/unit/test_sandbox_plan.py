@@ -139,6 +139,8 @@ def test_the_environment_inside_leads_nowhere_outside() -> None:
         "PATH": "/usr/bin",
         "AGENTHOST_HOME": "/h",
         "AGENTHOST_AGENT_RUN": "abc",
+        "AGENTHOST_DEMO_PACE": "0",
+        "AGENTHOST_SSH": "ssh -i key",
         "SSH_AUTH_SOCK": "/tmp/ssh",
         "HTTPS_PROXY": "http://corp:3128",
         "TMPDIR": "/home/u/tmp",
@@ -146,6 +148,7 @@ def test_the_environment_inside_leads_nowhere_outside() -> None:
     strict = inside_env(env, Profile("strict"), ["api.openai.com"])
     assert "AGENTHOST_HOME" not in strict and "SSH_AUTH_SOCK" not in strict
     assert strict["AGENTHOST_AGENT_RUN"] == "abc"  # the watchdog's marker stays
+    assert strict["AGENTHOST_DEMO_PACE"] == "0" and "AGENTHOST_SSH" not in strict
     assert strict[SANDBOX_VAR] == "strict" and strict["TMPDIR"] == "/tmp"
     assert strict["HTTPS_PROXY"] == strict["http_proxy"] == "http://127.0.0.1:3128"
     assert "127.0.0.1" in strict["NO_PROXY"]
