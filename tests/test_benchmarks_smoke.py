@@ -248,8 +248,9 @@ def test_the_sandbox_proxy_benchmark_reports_its_figures() -> None:
 
 
 def test_the_sandbox_spawn_benchmark_reports_its_figures() -> None:
-    from agenthost.sandbox.machine import check
     from e2e.clis import unavailable
+
+    from agenthost.sandbox.machine import check
 
     if not check().ok:
         unavailable("agents cannot be confined here (agenthost sandbox check)")
