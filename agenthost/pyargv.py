@@ -32,3 +32,8 @@ SAFE_PATH: Final = "-P"
 def module_argv(module: str, *args: str) -> list[str]:
     """``python -P -m MODULE ARGS`` with the interpreter running us."""
     return [sys.executable, SAFE_PATH, "-m", module, *args]
+
+
+def interpreter() -> str:
+    """The interpreter our processes run with (what a sandbox must hold to start them)."""
+    return sys.executable

@@ -28,6 +28,7 @@ from typing import Final
 
 import agenthost
 from agenthost.agents.programs import lookup
+from agenthost.pyargv import interpreter as our_python
 from agenthost.sandbox.bwrapargs import Layout, Mount
 from agenthost.sandbox.kinds import needs
 from agenthost.sandbox.profiles import Profile
@@ -164,7 +165,7 @@ def program_dirs(request: Request) -> list[Path]:
             interpreter = _interpreter(_real(path), request.env, cwd)
             if interpreter is not None:
                 found += [_prefix(interpreter), _prefix(_real(interpreter))]
-    found += [Path(sys.prefix), Path(sys.base_prefix), _prefix(_real(Path(sys.executable)))]
+    found += [Path(sys.prefix), Path(sys.base_prefix), _prefix(_real(Path(our_python())))]
     found.append(Path(agenthost.__file__).parent)
     found += request.extra_programs
     return found
