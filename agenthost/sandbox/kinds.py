@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -29,6 +30,14 @@ class HomeBind:
     create: bool = False
     """Create it (an empty directory) when it is missing, so the agent's writes land
     outside the sandbox and last (its sessions)."""
+    programs: tuple[str, ...] = ()
+    """Create it all the same when the agent's program is one of these (by name): an
+    ACP agent's kind does not say which agent it is, its program does."""
+
+    def creates(self, program: str) -> bool:
+        """Whether this directory is made when missing, for an agent running ``program``
+        (the path or name of its command's first word)."""
+        return self.create or PurePath(program).name in self.programs
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +76,16 @@ NEEDS: Final[Mapping[str, KindNeeds]] = {
         api_hosts=("api.openai.com", "chatgpt.com"),
     ),
     # ACP agents: the common ones' own directories (Gemini CLI, Claude's and Codex's
-    # ACP adapters use Claude Code's and Codex's)
+    # ACP adapters use Claude Code's and Codex's), made for the one that runs: its
+    # sessions are there, and `--resume` loads them from there after the sandbox ended
     "acp": KindNeeds(
         binds=(
-            HomeBind(".gemini", writable=True, create=False),
-            HomeBind(".claude", writable=True, env="CLAUDE_CONFIG_DIR", create=False),
+            HomeBind(".gemini", writable=True, programs=("gemini",)),
+            HomeBind(
+                ".claude", writable=True, env="CLAUDE_CONFIG_DIR", programs=("claude-agent-acp",)
+            ),
             HomeBind(".claude.json", writable=True, directory=False),
-            HomeBind(".codex", writable=True, env="CODEX_HOME", create=False),
+            HomeBind(".codex", writable=True, env="CODEX_HOME", programs=("codex-acp",)),
             *GIT,
         ),
         api_hosts=(),

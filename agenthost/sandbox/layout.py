@@ -184,12 +184,13 @@ def home_mounts(request: Request) -> list[Mount]:
     """``$HOME``'s tmpfs and what the agent's kind needs in it (created if the kind
     keeps its sessions there and it does not exist yet)."""
     mounts = [Mount("tmpfs", str(request.user_home))]
+    program = request.command[0] if request.command else ""
     for bind in needs(request.kind).binds:
         named = request.env.get(bind.env, "") if bind.env else ""
         path = Path(named) if named and os.path.isabs(named) else request.user_home / bind.path
         if _is_under(request.home, path) or any(_is_under(path, s) for s in _secrets(request)):
             continue  # a variable pointing at the home or a credential: never
-        if request.create and bind.create and bind.directory and not path.exists():
+        if request.create and bind.creates(program) and bind.directory and not path.exists():
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if path.is_dir() if bind.directory else path.is_file():
             mounts.append(Mount("rw" if bind.writable else "ro", str(path), str(path)))

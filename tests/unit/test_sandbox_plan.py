@@ -101,6 +101,34 @@ def test_the_layout_hides_the_home_and_the_user_files(tmp_path: Path) -> None:
     assert layout.cwd == str(request.worktree)
 
 
+@pytest.mark.parametrize(
+    ("program", "made"),
+    [
+        ("/x/node_modules/.bin/claude-agent-acp", ".claude"),
+        ("codex-acp", ".codex"),
+        ("gemini", ".gemini"),
+        ("other-acp-agent", None),
+        ("", None),
+        ("claude-agent-acp/../sh", None),  # by the program's name, not a part of its path
+    ],
+)
+def test_an_acp_agents_own_directory_is_made_for_its_sessions(
+    tmp_path: Path, program: str, made: str | None
+) -> None:
+    request = _request(tmp_path, kind="acp", command=[program] if program else [])
+    layout = build_layout(request)
+    rw = {m.dest for m in layout.mounts if m.kind == "rw"}
+    for name in (".claude", ".codex", ".gemini"):
+        path = request.user_home / name
+        assert path.is_dir() is (name == made) and (str(path) in rw) is (name == made)
+    # shown, not run: nothing is made
+    shown = tmp_path / "shown"
+    shown.mkdir()
+    request = _request(shown, kind="acp", command=["claude-agent-acp"], create=False)
+    build_layout(request)
+    assert not (request.user_home / ".claude").exists()
+
+
 def test_secrets_under_a_bound_path_are_masked(tmp_path: Path) -> None:
     request = _request(tmp_path)
     # the worktree is the user's whole home, and holds the agenthost home
