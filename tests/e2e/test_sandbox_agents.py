@@ -10,9 +10,9 @@ through the sandbox's proxy (docs/sandbox.md):
 - a permission request still reaches the person (answered through the host) and the
   policy (a rule of config.toml decides).
 
-Codex is started with ``--agent-opt sandbox=danger-full-access``: its own sandbox is
-bubblewrap too, which cannot nest in ours (no user namespaces inside), so ours replaces
-it. Skipped without the CLIs or bubblewrap, unless ``AGENTHOST_E2E_REQUIRED=1`` (CI),
+Codex's own sandbox is bubblewrap too, which cannot nest in ours (no user namespaces
+inside): the host turns it off inside ours by itself (``Adapter.inside_sandbox``), and
+ours replaces it; unconfined it is on, as configured. Skipped without the CLIs or bubblewrap, unless ``AGENTHOST_E2E_REQUIRED=1`` (CI),
 where that fails.
 """
 
@@ -190,7 +190,7 @@ def test_claude_code_cannot_read_the_planted_key(
 def start_codex(
     host_factory: HostFactory, codex: CodexEnv, codex_bin: Path, profile: str = "strict"
 ) -> HostProc:
-    """Codex, asking before every command, with its own sandbox off (ours is there).
+    """Codex, asking before every command (its own sandbox is off inside ours).
 
     Its provider's address is in its own config.toml, not in a variable the sandbox
     reads: config.toml's ``allow_hosts`` of the host names it (done by the caller)."""
@@ -202,8 +202,6 @@ def start_codex(
         "--cwd",
         str(codex.workdir),
         *ASKING,
-        "--agent-opt",
-        "sandbox=danger-full-access",
         *sandbox_args(profile),
         env=env,
     )
