@@ -260,7 +260,7 @@ class Adapter:
     def inside_sandbox(cls, params: Mapping[str, str]) -> dict[str, str]:
         """The ``--agent-opt`` settings for an agent of this kind that runs inside
         agenthost's sandbox, from those asked for: an agent with a sandbox of its own
-        turns it off there where it could not nest (docs/sandbox-agents.md). By default
+        turns it off there where it could not nest (docs/sandbox.md). By default
         they are unchanged."""
         return dict(params)
 

@@ -3,7 +3,7 @@
 Codex confines the commands it runs itself (``--agent-opt sandbox=``, default
 ``workspace-write``): on Linux it re-runs its own binary as ``codex-linux-sandbox``,
 which wraps the command in bubblewrap and then applies seccomp. Two things follow,
-both described in docs/sandbox-agents.md:
+both described in docs/sandbox.md:
 
 - Inside agenthost's sandbox Codex's cannot work (bubblewrap needs a new user
   namespace, which our seccomp filter refuses), and it would confine nothing ours does

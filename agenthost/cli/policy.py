@@ -172,3 +172,8 @@ def check(home: Path | None, as_json: bool) -> None:
         f"{_timeout_text(loaded.policy.ask_timeout)}"
     )
     click.echo(f"  web: public_url {loaded.web.public_url or '(unset: notices carry no links)'}")
+    box = loaded.sandbox
+    click.echo(
+        f"  sandbox: default {box.default}; {len(box.allow_hosts)} allowed host(s); "
+        f"{len(box.override)} override(s)"
+    )

@@ -13,7 +13,7 @@ Codex gets a private TMPDIR (``root/tmp``), as a real install has its CODEX_HOME
 aliases (``codex-linux-sandbox`` on its PATH) under ``$TMPDIR`` (or ``/tmp``), and
 with a system bubblewrap older than 0.9 (no ``--argv0``; Debian 12 has 0.8) its own
 sandbox then fails every command (``bwrap: execvp codex-linux-sandbox: No such file
-or directory``). docs/sandbox-agents.md has the whole story.
+or directory``). docs/sandbox.md has the whole story.
 
 :class:`AppServer` runs ``codex app-server`` in that environment and speaks JSON-RPC to
 it over stdio, keeping a transcript of every line. Usage::

@@ -161,7 +161,7 @@ def test_codex_sandbox_confines_its_commands_to_the_worktree(
     assert "Process exited with code 1" in output["output"]
     assert f"cannot touch '{escape}': Read-only file system" in output["output"]
     # Codex 0.169 reports a command its sandbox stopped to the model only: no item, so
-    # no tool entry (docs/sandbox-agents.md); and it does not ask to run it unconfined.
+    # no tool entry (docs/sandbox.md); and it does not ask to run it unconfined.
     assert not [e for e in events if e["type"] == "permission_request"]
     assert results(events)[0]["subtype"] == "completed"
 

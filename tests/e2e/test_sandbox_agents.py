@@ -12,8 +12,8 @@ through the sandbox's proxy (docs/sandbox.md):
 
 Codex's own sandbox is bubblewrap too, which cannot nest in ours (no user namespaces
 inside): the host turns it off inside ours by itself (``Adapter.inside_sandbox``), and
-ours replaces it; unconfined it is on, as configured. Skipped without the CLIs or bubblewrap, unless ``AGENTHOST_E2E_REQUIRED=1`` (CI),
-where that fails.
+ours replaces it; unconfined it is on, as configured. Skipped without the CLIs or
+bubblewrap, unless ``AGENTHOST_E2E_REQUIRED=1`` (CI), where that fails.
 """
 
 # ruff: noqa: F811 (the fixtures imported from asking.py are parameters of the tests)
