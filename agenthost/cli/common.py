@@ -254,6 +254,8 @@ def _home_value(_ctx: click.Context, _param: click.Parameter, value: str | None)
     except AgentHostError as exc:
         given = os.environ.get(HOME_ENV, "").strip()
         source = None if value is not None else (HOME_ENV if given else "XDG_STATE_HOME")
+        if value is None and not given and os.environ.get("AGENTHOST_SANDBOX"):
+            raise click.UsageError(exc.message) from exc  # no variable is at fault
         raise click.BadParameter(exc.message, param_hint=source and repr(source)) from exc
     return None
 

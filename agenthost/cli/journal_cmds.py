@@ -121,6 +121,8 @@ def markdown(entry: dict[str, Any]) -> str:
     if role == "assistant":
         failed = "turn failed: " if entry.get("is_error") is True else ""
         return f"**Assistant** · {when}\n\n{failed}{text('content')}\n\n"
+    if role == "governance":  # a budget crossed, a pause, the sandbox it runs in
+        return f"> **Governance** · {when}: {text('content', keep='')}\n\n"
     if role == "permission":
         what = f" `{text('tool_input', keep='')}`" if entry.get("tool_input") else ""
         tool = text("tool_name", "tool", "")

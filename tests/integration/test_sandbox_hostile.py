@@ -144,6 +144,11 @@ def test_a_hostile_agent_is_refused_everything_that_governs_it(
         ask(host, f"write {user_home}/planted")
         assert (user_home / "planted").exists() is not confined
 
+        # agenthost run inside finds no home, and says why
+        if confined:
+            found = ask(host, f"run {PY} -P -m agenthost list")
+            assert "inside an agent's sandbox" in found and "exit 2" in found, found
+
         # nothing in its environment leads to the home (even unconfined: no AGENTHOST_HOME)
         env = ask(host, "env")
         assert "AGENTHOST_HOME" not in env

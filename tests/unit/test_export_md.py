@@ -43,3 +43,16 @@ def test_turn_endings_read_as_everywhere_else() -> None:
 def test_garbage_entries_still_make_markdown(entry: dict[str, Any]) -> None:
     out = markdown(entry)
     assert out.endswith("\n\n") and "\x1b" not in out and "*result" not in out
+
+
+def test_a_governance_record_is_a_quoted_line_with_its_reason() -> None:
+    entry = {
+        "role": "governance",
+        "content": "sandboxed by host: the agent runs in the sandbox strict\x1b[2J",
+        "governance": {"action": "sandboxed", "profile": "strict"},
+        "timestamp": T,
+        "offset": 1,
+    }
+    shown = markdown(entry)
+    assert shown.startswith("> **Governance** · 2026-11-22 05:10:49: sandboxed by host: ")
+    assert "sandbox strict" in shown and "\x1b" not in shown  # agent-reachable text escaped
