@@ -12,6 +12,7 @@ from typing import Any
 
 from browser import agenthost, log_in
 from hosttools import wait_for
+from sandboxtools import require_sandbox
 from webtools import Gateway
 
 try:
@@ -106,11 +107,17 @@ def test_each_card_shows_its_agents_own_last_event(
 def test_the_second_line_names_its_values(
     page: Page, gateway: Gateway, host_factory: HostFactory
 ) -> None:
-    host_factory("a1", "--project", "shop", "--task", "fix the cart")
+    require_sandbox()
+    host_factory("a1", "--project", "shop", "--task", "fix the cart", "--sandbox", "none")
+    host_factory("a2")
     log_in(page, str(gateway.token))
     line = card(page, "a1").locator(".line2")
     expect(line.locator(".task")).to_have_text("task fix the cart")
     expect(line.locator(".backend")).to_have_text("backend demo")
     expect(line.locator(".project")).to_have_text("project shop")
-    for kind in ("task", "backend", "project"):
+    expect(line.locator(".sandbox")).to_have_text("sandbox none")
+    for kind in ("task", "backend", "project", "sandbox"):
         expect(line.locator(f".{kind} .key")).to_have_text(kind)
+    # an unconfined agent's card says nothing of a sandbox
+    expect(card(page, "a2").locator(".line2 .backend")).to_have_text("backend demo")
+    expect(card(page, "a2").locator(".line2 .sandbox")).to_have_count(0)
