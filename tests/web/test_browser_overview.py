@@ -10,9 +10,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sandboxtools import require_sandbox
+
 from browser import agenthost, log_in
 from hosttools import wait_for
-from sandboxtools import require_sandbox
 from webtools import Gateway
 
 try:
