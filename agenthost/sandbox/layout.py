@@ -216,6 +216,33 @@ def masks(request: Request, bound: Iterable[Path]) -> list[Mount]:
     return out
 
 
+def git_common_dir(worktree: Path) -> Path | None:
+    """The repository directory a linked git worktree (``run --worktree``, ``git
+    worktree add``) keeps its objects and refs in, when it lies outside the worktree:
+    git inside the sandbox cannot commit without it. None for a plain checkout (its
+    ``.git`` is inside) or anything else."""
+    marker = worktree / ".git"
+    try:
+        if not marker.is_file():
+            return None
+        text = marker.read_text(errors="replace").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = Path(text.removeprefix("gitdir:").strip())
+    if not gitdir.is_absolute():
+        gitdir = worktree / gitdir
+    try:
+        common_text = (gitdir / "commondir").read_text().strip()
+    except OSError:
+        return None
+    common = Path(os.path.realpath(gitdir / common_text))
+    if not (common / "objects").is_dir() or _is_under(common, worktree.resolve()):
+        return None
+    return common
+
+
 def build_layout(request: Request) -> Layout:
     """The layout of the sandbox ``request`` describes."""
     mounts = system_mounts()
@@ -239,6 +266,9 @@ def build_layout(request: Request) -> Layout:
         mounts.append(Mount("ro", str(safe), str(safe)))
     worktree = request.worktree
     mounts.append(Mount("rw", str(worktree), str(worktree)))
+    common = git_common_dir(worktree)
+    if common is not None:  # a linked worktree's objects and refs live in its repository
+        mounts.append(Mount("rw", str(common), str(common)))
     for path in request.read_write:
         if path.exists():
             mounts.append(Mount("rw", str(path), str(path)))

@@ -29,6 +29,15 @@ __all__ = ["user_home", "worktree"]  # fixtures
 
 HostFactory = Callable[..., HostProc]
 ABSTRACT = f"agenthost-test-{os.getpid()}"
+NAME = "pypi.org"
+"""A name this machine's DNS resolves (its package registry)."""
+
+
+def resolvable(name: str) -> bool:
+    try:
+        return bool(socket.getaddrinfo(name, 443))
+    except OSError:
+        return False
 
 
 @pytest.fixture(autouse=True)
@@ -119,12 +128,14 @@ def test_a_hostile_agent_is_refused_everything_that_governs_it(
         }
         if is_root():  # only root reads /etc/shadow unconfined
             attempts["/etc/shadow"] = "read /etc/shadow"
+        if resolvable(NAME):  # names resolve here (the machine's DNS answers)
+            attempts["resolve a name"] = f"resolve {NAME}"
         answers = {name: ask(host, line) for name, line in attempts.items()}
         for name, answer in answers.items():
             worked = " ok " in answer
             if not confined:
                 assert worked, f"{name} must work unconfined, or the test proves nothing: {answer}"
-            elif profile == "net" and name in ("other server", "abstract socket"):
+            elif profile == "net" and name in ("other server", "abstract socket", "resolve a name"):
                 assert worked, answer  # net is the machine's network (docs/sandbox.md)
             else:
                 assert not worked, f"{profile}: {name} was not refused: {answer}"
@@ -245,3 +256,35 @@ def test_a_fork_bomb_stops_at_the_sandboxs_process_bound(
         # the group holds the bubblewrap processes, the probe, and its children
         assert 30 <= count < 40 and "stopped by" in answer, answer
         assert " ok " in ask(host, f"write {worktree}/after")  # and the agent keeps working
+
+
+def test_an_agent_commits_in_its_linked_worktree(
+    host_factory: HostFactory, home: Path, user_home: Path, tmp_path: Path
+) -> None:
+    # run --worktree gives an agent a linked worktree, whose objects and refs live in
+    # the repository's .git, outside it: git inside the sandbox must still commit
+    import subprocess
+
+    repo = tmp_path / "repo"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "0"], check=True)
+    linked = tmp_path / "linked"
+    subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", str(linked)], check=True)
+    host = host_factory(
+        "probe",
+        "--agent",
+        "lines",
+        "--sandbox",
+        "none",
+        "--cwd",
+        str(linked),
+        command=[PY, "-u", "-c", PROBE],
+        env={"HOME": str(user_home)},
+    )
+    answer = ask(host, f"run git -C {linked} commit -q --allow-empty -m by-the-agent")
+    assert answer.startswith("run ok exit 0"), answer
+    log = subprocess.run(
+        ["git", "-C", str(repo), "log", "--all", "--format=%s"], capture_output=True, text=True
+    )
+    assert "by-the-agent" in log.stdout.split()

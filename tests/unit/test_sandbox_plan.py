@@ -13,7 +13,7 @@ from agenthost.config import parse_config
 from agenthost.errors import AgentCannotStart, ConfigError, SandboxUnavailable
 from agenthost.sandbox import kinds
 from agenthost.sandbox.bwrapargs import Layout, Mount, bwrap_argv
-from agenthost.sandbox.layout import Request, build_layout
+from agenthost.sandbox.layout import Request, build_layout, git_common_dir
 from agenthost.sandbox.profiles import PROFILES, Profile, parse_profile
 from agenthost.sandbox.runner import SANDBOX_VAR, exit_code, inside_env
 
@@ -214,3 +214,24 @@ def test_the_sandbox_section_of_config_toml() -> None:
     ]:
         with pytest.raises(ConfigError):
             parse_config(bad)
+
+
+def test_a_linked_git_worktree_gets_its_repository(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    linked = tmp_path / "linked"
+    subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", str(linked)], check=True)
+    request = _request(tmp_path)
+    layout = build_layout(_with(request, worktree=linked))
+    rw = [m.dest for m in layout.mounts if m.kind == "rw"]
+    assert str(linked) in rw and str((repo / ".git").resolve()) in rw
+    # a plain checkout's .git is inside it; garbage in .git binds nothing more
+    assert git_common_dir(repo) is None
+    for junk in ["", "gitdir:", "gitdir: /nonexistent", "not git at all", "gitdir: ../../.."]:
+        (request.worktree / ".git").write_text(junk)
+        assert git_common_dir(request.worktree) is None
