@@ -45,6 +45,12 @@ def _confinable() -> None:
     require_sandbox()
 
 
+@pytest.fixture(params=["exec", "fork"])
+def start_by(request: pytest.FixtureRequest) -> str:
+    """Hosts exec'd and hosts forked by the host factory alike (conftest.py)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def abstract_listener() -> Iterator[str]:
     """A listening socket in the abstract namespace (shared with the machine's
