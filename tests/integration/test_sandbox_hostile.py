@@ -6,6 +6,7 @@ each refusal is the sandbox's doing (docs/sandbox.md, docs/security.md)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -84,22 +85,33 @@ def ask(host: HostProc, line: str) -> str:
     return answer
 
 
-def start_probe(
-    host_factory: HostFactory, home: Path, profile: str, user: Path, wt: Path, allowed: int
+def launch_probe(
+    start: Callable[..., HostProc], profile: str, cwd: Path, user: Path, **env: str
 ) -> HostProc:
-    (home / "config.toml").write_text(f'[sandbox]\nallow_hosts = ["127.0.0.1:{allowed}"]\n')
-    (home / "config.toml").chmod(0o600)
-    return host_factory(
+    """The probe as a ``lines`` agent in ``profile``, working in ``cwd``, ``$HOME``
+    ``user`` (``start``: ``host_factory``, or ``start_host`` with its home given)."""
+    return start(
         "probe",
         "--agent",
         "lines",
         "--sandbox",
         profile,
         "--cwd",
-        str(wt),
+        str(cwd),
         command=[PY, "-u", "-c", PROBE],
-        env={"HOME": str(user), "SSH_AUTH_SOCK": "/tmp/agent.sock", "AGENTHOST_HOME": str(home)},
+        env={"HOME": str(user), **env},
     )
+
+
+def start_probe(
+    host_factory: HostFactory, home: Path, profile: str, user: Path, wt: Path, allowed: int
+) -> HostProc:
+    """The probe, with ``allowed`` (a port of 127.0.0.1) on the allowlist, and in its
+    environment what must not reach a sandbox."""
+    (home / "config.toml").write_text(f'[sandbox]\nallow_hosts = ["127.0.0.1:{allowed}"]\n')
+    (home / "config.toml").chmod(0o600)
+    leads = {"SSH_AUTH_SOCK": "/tmp/agent.sock", "AGENTHOST_HOME": str(home)}
+    return launch_probe(host_factory, profile, wt, user, **leads)
 
 
 PROFILES = ["off", "strict", "none", "net"]
@@ -211,18 +223,7 @@ def test_secrets_under_the_worktree_are_masked(user_home: Path) -> None:
     (home / "config.toml").write_text("[sandbox]\n")
     (home / "config.toml").chmod(0o600)
     (user_home / "notes.txt").write_text("the user's own file\n")
-    host = start_host(
-        home,
-        "probe",
-        "--agent",
-        "lines",
-        "--sandbox",
-        "none",
-        "--cwd",
-        str(user_home),
-        command=[PY, "-u", "-c", PROBE],
-        env={"HOME": str(user_home)},
-    )
+    host = launch_probe(functools.partial(start_host, home), "none", user_home, user_home)
     try:
         assert " ok " in ask(host, f"read {user_home}/notes.txt")  # its worktree
         assert " refused " in ask(host, f"read {user_home}/.ssh/id_ed25519")
@@ -243,17 +244,7 @@ def test_a_fork_bomb_stops_at_the_sandboxs_process_bound(
         pytest.skip("no pids cgroup can be made here: the bound is the machine's pid_max")
     (home / "config.toml").write_text("[sandbox]\nmax_processes = 40\n")
     (home / "config.toml").chmod(0o600)
-    host = host_factory(
-        "probe",
-        "--agent",
-        "lines",
-        "--sandbox",
-        profile,
-        "--cwd",
-        str(worktree),
-        command=[PY, "-u", "-c", PROBE],
-        env={"HOME": str(user_home)},
-    )
+    host = launch_probe(host_factory, profile, worktree, user_home)
     answer = ask(host, "forkbomb 120")
     count = int(answer.split()[2])
     if profile == "off":
@@ -277,17 +268,7 @@ def test_an_agent_commits_in_its_linked_worktree(
     subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "0"], check=True)
     linked = tmp_path / "linked"
     subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", str(linked)], check=True)
-    host = host_factory(
-        "probe",
-        "--agent",
-        "lines",
-        "--sandbox",
-        "none",
-        "--cwd",
-        str(linked),
-        command=[PY, "-u", "-c", PROBE],
-        env={"HOME": str(user_home)},
-    )
+    host = launch_probe(host_factory, "none", linked, user_home)
     answer = ask(host, f"run git -C {linked} commit -q --allow-empty -m by-the-agent")
     assert answer.startswith("run ok exit 0"), answer
     log = subprocess.run(
