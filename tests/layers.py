@@ -65,6 +65,9 @@ SANS_IO = (
     "agenthost.governance.usagelimits",
     "agenthost.textsafe",
     "agenthost.sandbox.seccomp",
+    "agenthost.sandbox.profiles",
+    "agenthost.sandbox.kinds",
+    "agenthost.sandbox.bwrapargs",
     "agenthost.sandbox.allowlist",
     "agenthost.sandbox.proxyrules",
 )
