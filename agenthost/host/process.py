@@ -261,6 +261,7 @@ class AgentProcess:
         if wrapper or sandbox is not None:
             check_program(argv[0], cwd, env)
         pass_fds: tuple[int, ...] = ()
+        name = argv[0]  # what errors name: the agent's program, not a wrapper's
         if sandbox is not None:
             from agenthost.errors import AgentHostError
 
@@ -271,13 +272,14 @@ class AgentProcess:
             argv, env, pass_fds = launch.argv, launch.env, launch.pass_fds
             self.sandboxed = True
         try:
-            return self._start(loop, [*wrapper, *argv], cwd, env, pass_fds)
+            return self._start(loop, name, [*wrapper, *argv], cwd, env, pass_fds)
         finally:
             _close(*pass_fds)
 
     def _start(
         self,
         loop: asyncio.AbstractEventLoop,
+        name: str,
         argv: Sequence[str],
         cwd: str | None,
         env: Mapping[str, str],
@@ -305,13 +307,13 @@ class AgentProcess:
             _close(*child_ends, *ours)
             if cwd is not None and exc.filename == cwd:
                 raise SpawnError(f"working directory not found: {cwd}", 127) from exc
-            raise SpawnError(f"command not found: {argv[0]} ({exc.strerror})", 127) from exc
+            raise SpawnError(f"command not found: {name} ({exc.strerror})", 127) from exc
         except PermissionError as exc:
             _close(*child_ends, *ours)
-            raise SpawnError(f"permission denied: {argv[0]} ({exc.strerror})", 126) from exc
+            raise SpawnError(f"permission denied: {name} ({exc.strerror})", 126) from exc
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             _close(*child_ends, *ours)
-            raise SpawnError(f"cannot start {argv[0]}: {exc}", 127) from exc
+            raise SpawnError(f"cannot start {name}: {exc}", 127) from exc
         _close(*child_ends)
         self.pid = self._popen.pid
         reaper.OWN.add(self.pid)

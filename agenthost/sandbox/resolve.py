@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agenthost.config import config_path, load_config
+from agenthost.config import MAX_CONFIG_BYTES, config_path, load_config
+from agenthost.errors import ConfigError
 from agenthost.sandbox.profiles import Profile, parse_profile
 from agenthost.sandbox.runner import Settings
 
@@ -18,13 +19,23 @@ def resolve(
     """The profile (None: unconfined) and the settings of that agent's sandbox.
 
     ``option`` is what the spawn asked for (``off`` included); None follows the home's
-    configuration. A configuration that is refused (another user's, a syntax error)
-    refuses the start: whatever it says of sandboxes cannot be known."""
+    configuration. A configuration that is refused (another user's, a syntax error) is
+    read for nothing: with an option, the option's profile with no more hosts allowed;
+    without one, no sandbox if the file does not name ``sandbox`` at all, else the
+    start is refused (ConfigError): the file may give every agent a sandbox, and an
+    agent must not start unconfined because it is broken."""
     if option is not None and parse_profile(option) is None:
         return None, Settings()
     if not config_path(home).exists():
         return (parse_profile(option) if option is not None else None), Settings()
-    sandbox = load_config(home).sandbox
+    try:
+        sandbox = load_config(home).sandbox
+    except ConfigError:
+        if option is not None:  # what the spawn asked for, and nothing more allowed
+            return parse_profile(option), Settings()
+        if not _mentions_sandbox(config_path(home)):
+            return None, Settings()  # it configures no sandbox, whatever else is wrong
+        raise  # it may say "strict" for every agent: never start one unconfined
     name, hosts = sandbox.for_agent(agent_id, project)
     profile = parse_profile(option if option is not None else name)
     return profile, Settings(
@@ -45,3 +56,13 @@ def check_sandbox(home: Path, option: str | None, agent_id: str, project: str) -
 
     require(profile)
     return profile.name
+
+
+def _mentions_sandbox(path: Path) -> bool:
+    """Whether the file's text has the word ``sandbox`` (it cannot configure one
+    without it); True when it cannot be read."""
+    try:
+        with path.open("rb") as file:
+            return b"sandbox" in file.read(16 * MAX_CONFIG_BYTES)
+    except OSError:
+        return True

@@ -37,6 +37,11 @@ PROBE = str(Path(__file__).parent.parent / "sandboxprobe.py")
 ROOT = os.geteuid() == 0
 COMMON = ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev"]
 COMMON += ["--proc", "/proc", "--tmpfs", "/tmp"]  # a private /tmp, as the host's sandbox has
+# and, over it, this checkout and its Python (a clone under /tmp, as in CI, is hidden else)
+for _shown in dict.fromkeys(
+    [str(Path(__file__).resolve().parents[2]), sys.prefix, sys.base_prefix]
+):
+    COMMON += ["--ro-bind", _shown, _shown]
 LINES = {
     # The sandbox as the brief of the host's sandbox has it.
     "userns": ["--unshare-all"],

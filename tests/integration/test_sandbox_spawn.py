@@ -107,6 +107,21 @@ def test_a_config_that_cannot_be_trusted_or_read_refuses_the_start(
     assert not (home / "hosts" / "s1.sock").exists()
 
 
+def test_a_broken_config_that_names_no_sandbox_starts_hosts_as_before(home: Path) -> None:
+    # (the host then asks a person for everything: tests/integration/test_policy_host.py)
+    write_config(home, "[notify]\ndelai = 5\n")
+    plain = start_host(home, "plain")
+    # an explicit profile is known whatever the file: it applies, with nothing more allowed
+    write_config(home, '[sandbox]\ndefault = "strict"\nallow_hosts = "x"\n', 0o666)
+    boxed = start_host(home, "boxed", "--sandbox", "none")
+    try:
+        assert sandbox_of(home, "plain") is None
+        assert sandbox_of(home, "boxed") == "none"
+    finally:
+        kill_tree(plain.proc)
+        kill_tree(boxed.proc)
+
+
 def test_run_through_the_daemon_sandboxes_and_refuses_alike(world: DaemonWorld) -> None:
     status, out = world.cli_bg(
         "run", "--agent-id", "r1", "--sandbox", "none", "--json", "--", "--pace", "0"
