@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from agenthost.cli.common import Exit
 from agenthost.protocol import AgentState
 
 from daemontools import DaemonWorld, daemon_world
-from hosttools import cli, kill_tree, start_host, wait_for, wait_until
+from hosttools import PY, cli, kill_tree, start_host, wait_for, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -160,3 +161,33 @@ async def test_the_host_itself_never_runs_its_agent_unconfined(home: Path) -> No
     finally:
         host.on_stop_signal(signal.SIGTERM)
         await asyncio.wait_for(served, 30)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--profile", "bogus"], "unknown sandbox profile 'bogus'"),
+        (["--profile", "off"], "no sandbox to show"),
+        (["--agent", "nope"], "unknown agent kind 'nope'"),
+        (["--profile", "strict\x1b[2J"], "unknown sandbox profile"),
+        (["--cwd", "/nonexistent/dir"], "does not exist"),
+    ],
+)
+def test_sandbox_show_refuses_garbage(home: Path, args: list[str], said: str) -> None:
+    done = cli(home, "sandbox", "show", *args)
+    assert done.returncode == Exit.USAGE and said in done.stderr, done.stderr
+
+
+def test_sandbox_show_and_check_describe_what_a_sandbox_holds(home: Path, tmp_path: Path) -> None:
+    write_config(home, '[sandbox]\nallow_hosts = ["registry.npmjs.org"]\n')
+    shown = json.loads(
+        cli(home, "sandbox", "show", "--agent", "codex", "--cwd", str(tmp_path), "--json").stdout
+    )
+    kinds = {m["path"]: m["kind"] for m in shown["mounts"]}
+    assert kinds[str(tmp_path)] == "rw" and kinds["/tmp"] == "tmpfs"
+    assert str(home) not in kinds  # never the home
+    assert shown["allow_hosts"] == ["api.openai.com", "chatgpt.com", "registry.npmjs.org"]
+    check = [PY, "-m", "agenthost", "sandbox", "check", "--json"]  # (no home: the machine's)
+    checked = json.loads(subprocess.run(check, capture_output=True, text=True).stdout)
+    assert checked["ok"] is True and checked["reason"] is None
+    assert {c["name"] for c in checked["checks"]} >= {"bubblewrap", "user namespaces", "seccomp"}
