@@ -48,6 +48,8 @@ SYSTEM_DIRS: Final = (
 ETC_SECRETS: Final = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")
 """Readable by root only, and the agent of a root user is root to them: masked."""
 ETC_SECRET_GLOBS: Final = (("/etc/ssh", "ssh_host_*_key"),)
+ETC_SECRET_DIRS: Final = ("/etc/ssl/private",)
+"""Directories of private keys (TLS), emptied."""
 HOME_SECRETS: Final = (
     ".ssh",
     ".gnupg",
@@ -119,6 +121,7 @@ def system_mounts() -> list[Mount]:
         base = Path(directory)
         if base.is_dir():
             mounts += [Mount("mask", str(p)) for p in sorted(base.glob(pattern)) if p.is_file()]
+    mounts += [Mount("tmpfs", name) for name in ETC_SECRET_DIRS if Path(name).is_dir()]
     return mounts
 
 
