@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from sandboxtools import require_sandbox
 
 from conftest import HostFactory
 from hosttools import (
@@ -31,10 +32,13 @@ def _governance(host: HostProc, action: str) -> dict[str, object]:
     return record
 
 
+@pytest.mark.parametrize("sandbox", ["off", "none"])
 def test_a_crossed_token_budget_refuses_sends_until_raised(
-    home: Path, host_factory: HostFactory
+    home: Path, host_factory: HostFactory, sandbox: str
 ) -> None:
-    host = host_factory("b1", "--agent", "demo", "--budget-tokens", "1")
+    if sandbox != "off":  # budgets hold for a sandboxed agent alike
+        require_sandbox()
+    host = host_factory("b1", "--agent", "demo", "--budget-tokens", "1", "--sandbox", sandbox)
     # (limits that are not set are left out, as every null field of a status)
     assert host.agent()["budget"] == {"tokens": 1, "spent_usd": 0.0, "spent_tokens": 0}
     result = [e for e in turn(host, "hello") if e["type"] == "result"][-1]["result"]
@@ -66,7 +70,11 @@ def test_a_crossed_token_budget_refuses_sends_until_raised(
     shown = json.loads(cli(home, "budget", "b1", "--json").stdout)
     assert shown["tokens"] == 1000000 and shown["exceeded"] is None
     assert shown["spent_tokens"] > spent
-    lines = [e["content"] for e in history(host) if e["role"] == "governance"]
+    lines = [
+        e["content"]
+        for e in history(host)
+        if e["role"] == "governance" and e["governance"]["action"] != "sandboxed"
+    ]
     assert lines == [
         f"budget exceeded by host: {record['reason']}",
         f"budget changed by cli: {changed['reason']}",

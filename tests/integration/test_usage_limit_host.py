@@ -10,6 +10,7 @@ import time
 from datetime import datetime
 
 import pytest
+from sandboxtools import require_sandbox
 
 from conftest import HostFactory
 from hosttools import (
@@ -23,9 +24,12 @@ from hosttools import (
 )
 
 
-@pytest.fixture
-def host(host_factory: HostFactory) -> HostProc:
-    return host_factory("u1", "--agent", "demo")
+@pytest.fixture(params=["off", "none"])
+def host(host_factory: HostFactory, request: pytest.FixtureRequest) -> HostProc:
+    """The demo agent, unconfined and in a sandbox (pauses work the same in one)."""
+    if request.param != "off":
+        require_sandbox()
+    return host_factory("u1", "--agent", "demo", "--sandbox", request.param)
 
 
 def is_action(action: str) -> object:
