@@ -21,7 +21,7 @@ the CLI decide on its own.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from agenthost.agents.demo import REPLAY_FLAG, StreamJsonAdapter
@@ -30,6 +30,9 @@ from agenthost.errors import ConfigError
 
 BINARY_ENV = "AGENTHOST_CLAUDE_BIN"
 BASE_ARGS = ("-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+OWN_SANDBOX_OFF = '{"sandbox":{"enabled":false}}'
+"""``--settings`` of a Claude Code inside agenthost's sandbox: its own off (it uses
+bubblewrap too, which cannot nest there)."""
 # user flags that mean "the CLI decides about permissions itself"
 _OWN_PERMISSIONS = ("--permission-prompt-tool", "--dangerously-skip-permissions")
 
@@ -40,7 +43,14 @@ class ClaudeAdapter(StreamJsonAdapter):
     kind = "claude"
     resumable: ClassVar[bool] = True
     program: ClassVar[Program] = Program("Claude Code", BINARY_ENV)
-    known_params: ClassVar[frozenset[str]] = frozenset({"permission_prompt"})
+    known_params: ClassVar[frozenset[str]] = frozenset({"permission_prompt", "own_sandbox"})
+
+    @classmethod
+    def inside_sandbox(cls, params: Mapping[str, str]) -> dict[str, str]:
+        """Claude Code's own sandbox off (``own_sandbox=off``: its ``sandbox.enabled``
+        setting false for this run, whatever its settings files say), where it could not
+        nest; its permissions unchanged."""
+        return {**params, "own_sandbox": "off"}
 
     def build_command(self, command: Sequence[str]) -> list[str]:
         prompt = self.options.params.get("permission_prompt", "stdio")
@@ -49,6 +59,12 @@ class ClaudeAdapter(StreamJsonAdapter):
                 f"permission_prompt must be 'stdio' or 'off', not {prompt!r}",
                 hint="--agent-opt permission_prompt=off lets the CLI decide on its own",
             )
+        own = self.options.params.get("own_sandbox", "as-configured")
+        if own not in ("as-configured", "off"):
+            raise ConfigError(
+                f"own_sandbox must be 'as-configured' or 'off', not {own!r}",
+                hint="agenthost sets it to off inside its own sandbox (docs/sandbox.md)",
+            )
         argv = [os.environ.get(BINARY_ENV) or "claude", *BASE_ARGS]
         if REPLAY_FLAG not in command:
             argv.append(REPLAY_FLAG)
@@ -56,6 +72,8 @@ class ClaudeAdapter(StreamJsonAdapter):
             argv += ["--resume", self.options.resume]
         if prompt == "stdio" and not _decides_itself(command):
             argv += ["--permission-prompt-tool", "stdio"]
+        if own == "off":  # the command line is the settings layer above the files
+            argv += ["--settings", OWN_SANDBOX_OFF]
         return argv + list(command)
 
 

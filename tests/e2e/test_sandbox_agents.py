@@ -160,6 +160,26 @@ def test_claude_code_writes_in_the_worktree_after_asking_the_person(
     assert decisions(host) == ["allowed by client"]
 
 
+def test_claude_codes_own_sandbox_is_off_inside_ours(
+    claude_bin: Path,
+    dirs: ClaudeDirs,
+    anthropic: FakeAnthropic,
+    host_factory: HostFactory,
+) -> None:
+    # a user who turned Claude Code's own sandbox on, and asked it to fail without one:
+    # inside ours it cannot start its bubblewrap (no user namespaces), so the host
+    # turns it off for the run (--settings), and the turn works
+    settings = dirs.home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"sandbox": {"enabled": True, "failIfUnavailable": True}}))
+    anthropic.add(fake_anthropic.tool_use("Bash", {"command": WRITE}), fake_anthropic.text("Made."))
+    host = start_claude(host_factory, claude_bin, dirs, anthropic)
+    assert '{"sandbox":{"enabled":false}}' in host.agent()["command"]
+    with attached(host) as conn:
+        allow(conn, asked(turn(conn, "Make a file")))
+    assert (dirs.worktree / "made.txt").read_text() == "sandboxed\n"
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_claude_code_cannot_read_the_planted_key(
     profile: str,

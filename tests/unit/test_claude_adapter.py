@@ -303,3 +303,20 @@ def test_bad_options_are_usage_errors() -> None:
         ClaudeAdapter(AdapterOptions(params={"permission_prompt": "maybe"})).build_command([])
     with pytest.raises(ConfigError, match="unknown option"):
         ClaudeAdapter(AdapterOptions(params={"colour": "blue"}))
+
+
+def test_inside_agenthosts_sandbox_its_own_is_off_for_the_run() -> None:
+    import json
+
+    params = ClaudeAdapter.inside_sandbox({"permission_prompt": "stdio"})
+    assert params == {"permission_prompt": "stdio", "own_sandbox": "off"}
+    argv = ClaudeAdapter(AdapterOptions(params=params)).build_command(["--model", "x"])
+    settings = json.loads(argv[argv.index("--settings") + 1])
+    assert settings == {"sandbox": {"enabled": False}}
+    assert argv[-2:] == ["--model", "x"]  # what the user gave comes last, unchanged
+    assert "--permission-prompt-tool" in argv  # its permissions unchanged
+    # outside agenthost's sandbox nothing is added; garbage is a usage error
+    assert "--settings" not in ClaudeAdapter(AdapterOptions()).build_command([])
+    for bad in ["on", "", "OFF ", "false"]:
+        with pytest.raises(ConfigError, match="own_sandbox"):
+            ClaudeAdapter(AdapterOptions(params={"own_sandbox": bad})).build_command([])
