@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
+from agenthost.errors import SandboxUnavailable
 from agenthost.pyargv import module_argv
 from agenthost.sandbox.bwrapargs import bwrap_argv
 from agenthost.sandbox.layout import PROXY_PORT, PROXY_SOCKET, Request, build_layout
@@ -182,7 +183,13 @@ class Sandbox:
         socket = self.run_dir / "proxy.sock"
         with contextlib.suppress(FileNotFoundError):
             socket.unlink()
-        self.proxy = await start_proxy(socket, AllowList.parse(self.hosts))
+        try:
+            self.proxy = await start_proxy(socket, AllowList.parse(self.hosts))
+        except OSError as exc:  # a path too long for a socket, a full disk...
+            raise SandboxUnavailable(
+                f"cannot start the sandbox's proxy at {socket}: {exc.strerror or exc}",
+                hint="a shorter home (--home) keeps socket paths under 108 bytes",
+            ) from exc
         log.info("sandbox.proxy_started", hosts=list(self.hosts))
 
     def launch(self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> Launch:
