@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from forkhosts import ExecdFactory
-from hosttools import HostProc, kill_tree, start_host
+from hosttools import HostProc, kill_tree, short_tmp_dir, start_host
 from sshtools import Sshd, start_sshd
 
 
 @pytest.fixture
 def home() -> Iterator[Path]:
     """A fresh home directory under /tmp (AF_UNIX paths must stay under 108 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="ah-", dir="/tmp"))
-    try:
+    with short_tmp_dir("ah-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 HostFactory = Callable[..., HostProc]

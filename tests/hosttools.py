@@ -8,12 +8,15 @@ on the socket with a timeout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -29,6 +32,17 @@ from forkhosts import ExecdFactory, ForkedProc, fork_host
 T = TypeVar("T")
 DEADLINE = 30.0
 PY = sys.executable
+
+
+@contextlib.contextmanager
+def short_tmp_dir(prefix: str) -> Iterator[Path]:
+    """A fresh directory under /tmp (AF_UNIX paths must stay under 108 bytes), removed
+    with what is in it afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for(predicate: Callable[[], T], timeout: float = DEADLINE, what: str = "condition") -> T:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import http.server
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from e2e.clis import unavailable
+
+from hosttools import short_tmp_dir
 
 PROBE = (Path(__file__).parent / "fixtures" / "sandbox_probe.py").read_text()
 """The hostile agent's code (``python -c``: the tests directory is not in a sandbox)."""
@@ -33,26 +33,20 @@ def require_sandbox() -> None:
 @pytest.fixture
 def user_home() -> Iterator[Path]:
     """A user's home with a planted ssh key, a git config and a Codex directory."""
-    path = Path(tempfile.mkdtemp(prefix="ah-user-", dir="/tmp"))
-    (path / ".ssh").mkdir(mode=0o700)
-    key = path / ".ssh" / "id_ed25519"
-    key.write_text(SECRET_KEY)
-    key.chmod(0o600)
-    (path / ".gitconfig").write_text("[user]\n\tname = Sandbox Test\n\temail = t@example.com\n")
-    try:
+    with short_tmp_dir("ah-user-") as path:
+        (path / ".ssh").mkdir(mode=0o700)
+        key = path / ".ssh" / "id_ed25519"
+        key.write_text(SECRET_KEY)
+        key.chmod(0o600)
+        (path / ".gitconfig").write_text("[user]\n\tname = Sandbox Test\n\temail = t@example.com\n")
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def worktree() -> Iterator[Path]:
     """An agent's worktree."""
-    path = Path(tempfile.mkdtemp(prefix="ah-wt-", dir="/tmp"))
-    try:
+    with short_tmp_dir("ah-wt-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):
