@@ -131,9 +131,13 @@ def test_a_hostile_agent_is_refused_everything_that_governs_it(
     with http_server() as allowed, http_server() as other:
         host = start_probe(host_factory, home, profile, user_home, worktree, allowed)
         assert host.agent().get("sandbox") == (profile if confined else None)
+        tokens = home / "web" / "tokens.json"  # where the gateway keeps its tokens
+        tokens.parent.mkdir(mode=0o700)
+        tokens.write_text('{"tokens": "planted for the test"}')
         attempts = {
             "ssh key": f"read {user_home}/.ssh/id_ed25519",
             "config.toml": f"read {home}/config.toml",
+            "web tokens": f"read {tokens}",
             "the home": f"listdir {home}",
             "host socket": f"unix {host.socket_path}",
             "daemon socket": f"unix {daemon_like}",
