@@ -176,10 +176,34 @@ class Reading:
         return self.doubt is None
 
 
+RESERVED_WORDS: Final = frozenset(
+    "! case coproc do done elif else esac fi for function if in select then time until "
+    "while { } [[ ]]".split()
+)
+"""Words bash reads as its own syntax when unquoted where a command begins."""
+_GRAMMAR_WORDS: Final = RESERVED_WORDS | frozenset(
+    "declare typeset export local readonly unset unsetenv [".split()
+)
+"""What the grammar reads as a construct of its own, not a command, when bare."""
+
+
+_BARE_WORD: Final = re.compile(r"[A-Za-z0-9_./,+-]+")
+"""Words left unquoted when an argv is joined into a line: nothing in them is syntax."""
+
+
+def _argv_word(word: str) -> str:
+    """``word`` as a literal for bash's grammar: bare only when nothing in it could be
+    syntax, else single-quoted. (``shlex.quote`` leaves ``if`` and ``1@`` bare; the
+    first is the start of an ``if`` to bash, the second unreadable to its grammar.)"""
+    if _BARE_WORD.fullmatch(word) and word not in _GRAMMAR_WORDS:
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
 def read_argv(argv: list[str] | tuple[str, ...]) -> Reading:
     """The reading of a command given as an argv list (no shell reads the list itself;
     a shell among its words reads its script in turn)."""
-    return read(shlex.join(argv))
+    return read(" ".join(_argv_word(word) for word in argv))
 
 
 @lru_cache(maxsize=32)

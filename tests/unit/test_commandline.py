@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from agenthost.attention.commandline import (
     MAX_COMMAND_CHARS,
+    RESERVED_WORDS,
     SHELLS,
     Simple,
     ansi_c,
@@ -522,3 +523,16 @@ def test_characters_that_crash_the_grammar_never_reach_it(line: str, code_point:
         read.cache_clear()
         reading = read(command)
         assert not reading.certain and command in reading.texts
+
+
+@pytest.mark.parametrize(
+    "word", sorted(RESERVED_WORDS | {"unset", "export", "declare", "local", "[", "1@", "a'b"})
+)
+def test_an_argv_of_a_reserved_word_is_that_program(word: str) -> None:
+    # an argv is never read by a shell: ["if"] runs a program named if (hypothesis
+    # found that bash's grammar read the joined line as an unfinished `if`, and `1@`
+    # and a bare `unset` as no command at all)
+    for argv in ([word], [word, "x"], ["echo", word]):
+        reading = read_argv(argv)
+        assert reading.doubt is None, (argv, reading.doubt)
+        assert [list(c.argv) for c in reading.commands] == [argv]
