@@ -38,8 +38,9 @@ from pydantic import (
 
 from agenthost.errors import ConfigError, UntrustedFile
 from agenthost.homefiles import read_checked
+from agenthost.paths import CONFIG_NAME as CONFIG_NAME  # (their home: agenthost.paths)
+from agenthost.paths import config_path as config_path
 
-CONFIG_NAME: Final = "config.toml"
 MAX_CONFIG_BYTES: Final = 1 << 20
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$", re.ASCII)
@@ -388,11 +389,6 @@ class HomeConfig(ConfigModel):
 
 
 DEFAULT_CONFIG: Final = HomeConfig()
-
-
-def config_path(home: Path) -> Path:
-    """Where the home's configuration lives."""
-    return home / CONFIG_NAME
 
 
 def parse_config(text: str, source: str = CONFIG_NAME) -> HomeConfig:

@@ -130,6 +130,15 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     return check_directory(path.absolute())
 
 
+CONFIG_NAME: Final = "config.toml"
+"""The home's configuration file (:mod:`agenthost.config`)."""
+
+
+def config_path(home: Path) -> Path:
+    """Where the home's configuration lives."""
+    return home / CONFIG_NAME
+
+
 def hosts_dir(home: Path) -> Path:
     """The directory of host sockets and lock files."""
     return home / "hosts"

@@ -379,10 +379,9 @@ def run(
         here = str((cwd or Path.cwd()).absolute())
         if not daemon_alive(root):  # the one started now has our PATH; a running one checks
             check_installed(kind, resume, params, command, cwd=here, env=parse_pairs(env))
-        if sandbox is not None or (root / "config.toml").exists():
-            from agenthost.sandbox.resolve import check_sandbox
+        from agenthost.sandbox.resolve import check_sandbox
 
-            check_sandbox(root, sandbox, agent_id, project)
+        check_sandbox(root, sandbox, agent_id, project)
         where: str | None = here
     else:  # the home and the directory are the remote's: only the adapter is checked here
         validate_agent_id(remember_agent_id(agent_id))

@@ -144,10 +144,9 @@ def serve(
     # and a program that is not there: no host serves an agent that can never run
     check_installed(kind, resume, options.agent_opts, command, cwd=where, env=options.env)
     # and a sandbox this machine cannot give: never run the agent unconfined instead
-    if sandbox is not None or (options.home / "config.toml").exists():
-        from agenthost.sandbox.resolve import check_sandbox
+    from agenthost.sandbox.resolve import check_sandbox
 
-        check_sandbox(options.home, sandbox, agent_id, project)
+    check_sandbox(options.home, sandbox, agent_id, project)
     if detach:
         from agenthost.launch import spawn_detached
 

@@ -231,8 +231,6 @@ class Spawner:
     def check_sandbox(self, spec: SpawnSpec) -> None:
         """Raise SandboxUnavailable (an AgentCannotStart), before anything starts, when
         the spec's sandbox (or the home's default) cannot be given here."""
-        if spec.sandbox is None and not (self.home / "config.toml").exists():
-            return
         from agenthost.sandbox.resolve import check_sandbox
 
         check_sandbox(self.home, spec.sandbox, spec.agent_id, spec.project)

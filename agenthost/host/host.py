@@ -330,17 +330,16 @@ class Host:
     async def _make_sandbox(self) -> bool:
         """Build and start the agent's sandbox, if one is asked for; False (the start
         failed, and says why) if it cannot be made: never run the agent unconfined."""
-        option, config = self.config.sandbox, self.config
-        if option is None and not (config.home / "config.toml").exists():
-            return True  # nothing asks for one: no import, no file read
-        from agenthost.sandbox import kinds
         from agenthost.sandbox.resolve import resolve
-        from agenthost.sandbox.runner import Sandbox
 
+        config = self.config
         try:
-            profile, settings = resolve(config.home, option, self.agent_id, config.project)
+            profile, settings = resolve(config.home, config.sandbox, self.agent_id, config.project)
             if profile is None:
-                return True
+                return True  # (asked of a home without config.toml: one stat)
+            from agenthost.sandbox import kinds
+            from agenthost.sandbox.runner import Sandbox
+
             env = {**os.environ, **config.env}
             sandbox = Sandbox(
                 profile,

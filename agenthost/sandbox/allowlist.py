@@ -221,6 +221,12 @@ class AllowList:
         shown = f"[{host}]" if host.version == 6 else str(host)
         return f"{shown}{_port_suffix(ports)}"
 
+    @property
+    def reaches_loopback(self) -> bool:
+        """Whether it allows a loopback host (``localhost``, 127.0.0.0/8, ``::1``) on
+        some port: a local model server, say."""
+        return "localhost" in self.names or any(a.is_loopback for a in self.addresses)
+
     def allows(self, host: str, port: int) -> bool:
         """Whether a connection to ``host`` (a name or an IP address, IPv6 without
         brackets, as a request names it) on ``port`` is allowed. A host that is not

@@ -16,6 +16,7 @@ is reserved for containers and refused here (docs/sandbox.md says why).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 from agenthost.errors import ConfigError, SandboxUnavailable
@@ -41,6 +42,17 @@ class Profile:
 
     def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the home's ``[sandbox]`` adds for this agent."""
+
+    allow_hosts: tuple[str, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    read_write: tuple[Path, ...] = ()
+    max_processes: int = 1024
+    """The bound on the sandbox's processes, where a pids cgroup can be made."""
 
 
 def parse_profile(text: str) -> Profile | None:

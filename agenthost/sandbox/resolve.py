@@ -1,16 +1,16 @@
 """Which sandbox an agent gets: its spawn's ``--sandbox``, else the home's ``[sandbox]``
 default or the first ``[[sandbox.override]]`` that matches it; and what ``[sandbox]``
 adds (allowed hosts, paths). Reads ``config.toml`` only when it exists and a sandbox
-may be on."""
+may be on: asking costs a command that starts no sandbox nothing but a ``stat``
+(the configuration's parser and the sandbox's modules are imported only then)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agenthost.config import MAX_CONFIG_BYTES, config_path, load_config
 from agenthost.errors import ConfigError
-from agenthost.sandbox.profiles import Profile, parse_profile
-from agenthost.sandbox.runner import Settings
+from agenthost.paths import config_path
+from agenthost.sandbox.profiles import Profile, Settings, parse_profile
 
 
 def resolve(
@@ -28,6 +28,8 @@ def resolve(
         return None, Settings()
     if not config_path(home).exists():
         return (parse_profile(option) if option is not None else None), Settings()
+    from agenthost.config import load_config
+
     try:
         sandbox = load_config(home).sandbox
     except ConfigError:
@@ -61,6 +63,8 @@ def check_sandbox(home: Path, option: str | None, agent_id: str, project: str) -
 def _mentions_sandbox(path: Path) -> bool:
     """Whether the file's text has the word ``sandbox`` (it cannot configure one
     without it); True when it cannot be read."""
+    from agenthost.config import MAX_CONFIG_BYTES
+
     try:
         with path.open("rb") as file:
             return b"sandbox" in file.read(16 * MAX_CONFIG_BYTES)

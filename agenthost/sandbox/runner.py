@@ -23,7 +23,7 @@ from agenthost.pyargv import module_argv
 from agenthost.sandbox.bwrapargs import bwrap_argv
 from agenthost.sandbox.layout import PROXY_PORT, PROXY_SOCKET, Request, build_layout
 from agenthost.sandbox.machine import require
-from agenthost.sandbox.profiles import Profile
+from agenthost.sandbox.profiles import Profile, Settings
 
 if TYPE_CHECKING:
     from agenthost.agents.base import Governed
@@ -64,17 +64,6 @@ agenthost's own business, and may lead to the home."""
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    """What the home's ``[sandbox]`` adds for this agent."""
-
-    allow_hosts: tuple[str, ...] = ()
-    read_only: tuple[Path, ...] = ()
-    read_write: tuple[Path, ...] = ()
-    max_processes: int = 1024
-    """The bound on the sandbox's processes, where a pids cgroup can be made."""
-
-
-@dataclass(frozen=True, slots=True)
 class Launch:
     """A process to start in the sandbox: its argv, its environment, and the
     descriptors it must inherit (closed by the caller once it started)."""
@@ -106,16 +95,11 @@ def inside_env(env: Mapping[str, str], profile: Profile, hosts: Sequence[str]) -
         url = f"http://127.0.0.1:{PROXY_PORT}"
         for var in PROXY_VARS:
             out[var] = url
-        if not {_host_name(h) for h in hosts} & set(LOOPBACK):
+        from agenthost.sandbox.allowlist import AllowList
+
+        if not AllowList.parse(hosts).reaches_loopback:
             out["NO_PROXY"] = out["no_proxy"] = ",".join(LOOPBACK)
     return out
-
-
-def _host_name(entry: str) -> str:
-    """The name of an allowlist entry (``host``, ``host:port``, ``[v6]:port``)."""
-    if entry.startswith("["):
-        return entry[1:].split("]", 1)[0].lower()
-    return (entry.split(":")[0] if entry.count(":") == 1 else entry).lower()
 
 
 class Sandbox:

@@ -14,8 +14,8 @@ from sandboxtools import SECRET_KEY, require_sandbox, user_home, worktree
 
 from agenthost.agents.base import CallFailed, ClientCall
 from agenthost.host.clientcalls import ClientCalls
-from agenthost.sandbox.profiles import Profile
-from agenthost.sandbox.runner import Sandbox, Settings
+from agenthost.sandbox.profiles import Profile, Settings
+from agenthost.sandbox.runner import Sandbox
 
 __all__ = ["user_home", "worktree"]  # fixtures
 
