@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from typing import Final
 from agenthost.errors import SandboxUnavailable
 from agenthost.sandbox.profiles import Profile
 
+DISABLE_USERNS_SINCE: Final = (0, 8)
+"""The bubblewrap release that has ``--disable-userns``."""
 BWRAP_DIRS: Final = "/usr/bin:/bin:/usr/local/bin"
 """Where bubblewrap is looked for: the system's directories, never the user's PATH
 (a ``bwrap`` planted there would be the sandbox)."""
@@ -138,8 +141,9 @@ def check() -> Report:
                 "bwrap not found in /usr/bin (Debian: apt-get install bubblewrap)",
             )
         )
-    else:
-        checks.append(Check("bubblewrap", True, f"{bwrap} ({_bwrap_version(bwrap)})"))
+    version = _bwrap_version(bwrap) if bwrap is not None else ""
+    if bwrap is not None:
+        checks.append(Check("bubblewrap", True, f"{bwrap} ({version})"))
     setting = _userns_setting()
     if setting is not None:
         checks.append(
@@ -167,20 +171,14 @@ def check() -> Report:
             "a sandbox is bounded only by the machine's pid_max",
         )
     )
-    return Report(
-        tuple(checks), bwrap, bwrap is not None and _has_option(bwrap, "--disable-userns")
-    )
+    return Report(tuple(checks), bwrap, _version_at_least(version, DISABLE_USERNS_SINCE))
 
 
-def _has_option(bwrap: str, option: str) -> bool:
-    """Whether this bubblewrap knows ``option`` (its ``--help`` lists it)."""
-    try:
-        out = subprocess.run(
-            [bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return option in out.stdout
+def _version_at_least(text: str, least: tuple[int, int]) -> bool:
+    """Whether ``bubblewrap X.Y.Z`` (its ``--version``) is ``least`` or later; False
+    when it cannot be told."""
+    match = re.search(r"(\d+)\.(\d+)", text)
+    return match is not None and (int(match[1]), int(match[2])) >= least
 
 
 @functools.cache

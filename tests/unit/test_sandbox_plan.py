@@ -235,3 +235,21 @@ def test_a_linked_git_worktree_gets_its_repository(tmp_path: Path) -> None:
     for junk in ["", "gitdir:", "gitdir: /nonexistent", "not git at all", "gitdir: ../../.."]:
         (request.worktree / ".git").write_text(junk)
         assert git_common_dir(request.worktree) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "has"),
+    [
+        ("bubblewrap 0.8.0", True),
+        ("bubblewrap 0.11.0", True),
+        ("bubblewrap 1.0", True),
+        ("bubblewrap 0.6.1", False),
+        ("", False),
+        ("garbage", False),
+        ("? (Permission denied)", False),
+    ],
+)
+def test_disable_userns_is_used_from_the_release_that_has_it(text: str, has: bool) -> None:
+    from agenthost.sandbox.machine import DISABLE_USERNS_SINCE, _version_at_least
+
+    assert _version_at_least(text, DISABLE_USERNS_SINCE) is has
