@@ -754,7 +754,6 @@ class Host:
         return self.terminal
 
     def _input(self, conn: Connection, payload: InputRequest, request: Request) -> Reply:
-        from agenthost.models import SendResponse
         from agenthost.terminal.chunks import input_bytes
 
         terminal = self._terminal()
@@ -767,7 +766,7 @@ class Host:
         data = input_bytes(payload.data, payload.data_b64)
         terminal.typed(conn)
         self._write_stdin(data)
-        return _answer(request, SendResponse(offset=None))
+        return _answer(request)
 
     def _resize(self, conn: Connection, payload: ResizeRequest, request: Request) -> Reply:
         from agenthost.models import ResizeResponse
