@@ -49,6 +49,7 @@ from agenthost.errors import (
     Busy,
     ConfigError,
     InvalidPayload,
+    ProtocolError,
     UnknownRequest,
 )
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
@@ -763,7 +764,10 @@ class Host:
                 f"the agent has not read {self.process.stdin_buffered} bytes of earlier "
                 "input; try again later"
             )
-        data = input_bytes(payload.data, payload.data_b64)
+        try:
+            data = input_bytes(payload.data, payload.data_b64)
+        except ProtocolError as exc:
+            raise InvalidPayload(exc.message) from None
         terminal.typed(conn)
         self._write_stdin(data)
         return _answer(request)
