@@ -68,6 +68,8 @@ SANS_IO = (
     "agenthost.sandbox.profiles",
     "agenthost.terminal.chunks",
     "agenthost.terminal.sizes",
+    "agenthost.terminal.replay",
+    "agenthost.terminal.asciicast",
     "agenthost.agents.pty",
     "agenthost.sandbox.kinds",
     "agenthost.sandbox.bwrapargs",

@@ -13,7 +13,6 @@ events, resize and signal the process, read the journal).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,10 +21,11 @@ from typing import Any, Final
 import structlog
 
 from agenthost.agents.base import AdapterEvent, StateChange, TerminalOutput, TerminalResized
-from agenthost.errors import AgentHostError, InvalidPayload
+from agenthost.errors import InvalidPayload
 from agenthost.journal.segments import record_offset
-from agenthost.names import AgentState, EventType
-from agenthost.terminal.chunks import Utf8Chunker, event_bytes
+from agenthost.names import AgentState
+from agenthost.terminal.chunks import Utf8Chunker
+from agenthost.terminal.replay import paint, terminal_event
 from agenthost.terminal.screen import Screen
 from agenthost.terminal.sizes import SizePolicy
 
@@ -157,9 +157,9 @@ class TerminalSide:
                 oldest = at
             if at is None or at > offset:
                 break
-            event = _terminal_event(record)
+            event = terminal_event(record)
             if event is not None:
-                _paint(screen, event)
+                paint(screen, event)
         if oldest is None or oldest > offset:
             raise InvalidPayload(
                 f"offset {offset} is no longer kept",
@@ -171,31 +171,6 @@ class TerminalSide:
 def replay(screen: Screen, records: Iterable[bytes]) -> None:
     """Paint every terminal event of ``records`` (journal records) on ``screen``."""
     for record in records:
-        event = _terminal_event(record)
-        if event is not None:
-            _paint(screen, event)
-
-
-def _terminal_event(record: bytes) -> dict[str, Any] | None:
-    # cheap test first: most records of a terminal agent are terminal events, but a
-    # state or chat entry never needs parsing here
-    if b'"type":"terminal' not in record[:80]:
-        return None
-    try:
-        event = json.loads(record)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
-
-
-def _paint(screen: Screen, event: dict[str, Any]) -> None:
-    kind = event.get("type")
-    try:
-        if kind == EventType.TERMINAL:
-            screen.feed(event_bytes(event))
-        elif kind == EventType.TERMINAL_SIZE:
-            cols, rows = event["cols"], event["rows"]
-            if isinstance(cols, int) and isinstance(rows, int):
-                screen.resize(cols, rows)
-    except (KeyError, AgentHostError) as exc:  # a damaged record: skip it, keep painting
-        log.warning("terminal.bad_record", error=str(exc))
+        event = terminal_event(record)
+        if event is not None and not paint(screen, event):
+            log.warning("terminal.bad_record", offset=event.get("offset"))

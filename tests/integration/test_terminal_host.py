@@ -4,6 +4,7 @@ signals, the stream's exactly-once promise for terminal bytes (docs/terminal.md)
 from __future__ import annotations
 
 import base64
+import json
 import signal
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from agenthost.terminal.chunks import event_bytes
 from agenthost.terminal.screen import Screen
 
 from conftest import HostFactory
-from hosttools import HostProc, RawConn, assert_contiguous, start_host, wait_for
+from hosttools import HostProc, RawConn, assert_contiguous, cli, start_host, wait_for
 
 PROBE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "tty_probe.py")]
 Event = dict[str, Any]
@@ -319,3 +320,52 @@ def test_terminal_requests_to_an_agent_without_a_terminal(
         answer = conn.request(mtype, payload)
     assert not answer["success"] and answer["code"] == "invalid_payload"
     assert "not a terminal agent" in answer["error"]
+
+
+def test_export_as_asciicast_and_as_text(home: Path, probe: HostProc) -> None:
+    term = Terminal(probe)
+    term.pump_until(b"ready")
+    with probe.raw() as conn:
+        assert conn.request("host.resize", {"cols": 70, "rows": 12})["success"]
+    term.pump_until(b"winch 70x12")
+    for word in ("one", "two"):
+        term.type(f"{word}\r")
+        term.pump_until(f"you said: {word}".encode())
+    term.type("flood 30\r")  # more than 12 rows: lines scroll off the screen
+    term.pump_until(b"flood done")
+    with probe.raw() as conn:
+        screen = conn.request("host.screen")["payload"]
+    cast = cli(home, "export", "t1", "--format", "asciicast")
+    assert cast.returncode == 0, cast.stderr
+    header, *frames = (json.loads(line) for line in cast.stdout.splitlines())
+    assert header["version"] == 2 and (header["width"], header["height"]) == (80, 24)
+    assert header["title"] == "t1" and header["env"]["TERM"] == "xterm-256color"
+    times = [frame[0] for frame in frames]
+    assert times == sorted(times) and {frame[1] for frame in frames} == {"o", "r"}
+    assert ["r", "70x12"] in [frame[1:] for frame in frames]
+    # played back, the recording paints the screen the host has
+    played = Screen(80, 24)
+    for _, kind, data in frames:
+        if kind == "o":
+            played.feed(data.encode())
+        else:
+            played.resize(*map(int, data.split("x")))
+    assert played.lines() == screen["lines"]
+    text = cli(home, "export", "t1", "--format", "text")
+    assert text.returncode == 0, text.stderr
+    shown = text.stdout.splitlines()
+    # everything the terminal showed, the lines that scrolled off too, escapes gone
+    assert "you said: one" in shown and shown[-1] == [ln for ln in screen["lines"] if ln][-1]
+    assert [line for line in shown if line.startswith("line 0000000")]
+    assert "\x1b" not in text.stdout
+
+
+def test_export_of_an_agent_without_a_terminal_says_so(
+    home: Path, host_factory: HostFactory
+) -> None:
+    host = host_factory("l1", "--agent", "lines", command=["cat"])
+    with host.raw() as conn:
+        assert conn.request("host.send", {"input": "hi"})["success"]
+    for fmt in ("asciicast", "text"):
+        done = cli(home, "export", "l1", "--format", fmt)
+        assert done.returncode != 0 and "no terminal output" in done.stderr
