@@ -108,6 +108,10 @@ class HookServer:
             await self._call(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # close() ends the call; its task ends here (asyncio's stream callback
+            # would log a cancelled connection task as an error)
+            pass
         finally:
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
