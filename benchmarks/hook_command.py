@@ -48,30 +48,28 @@ async def child_cpu(argv: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-async def measure(runs: int) -> dict[str, Any]:
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+async def measure(runs: int, directory: Path) -> dict[str, Any]:
     async def on_hook(kind: str, payload: dict[str, Any]) -> None:
         return None
 
-    directory = Path(tempfile.mkdtemp(prefix="hookbench-"))
-    directory.chmod(0o700)
     path = directory / "hooks.sock"
     env = {
         "PATH": os.environ.get("PATH", ""),
         "AGENTHOST_HOOK_SOCKET": str(path),
         "AGENTHOST_HOOK_TOKEN": "bench",
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "PYTHONPATH": ROOT,
     }
     hook = [sys.executable, "-P", "-m", "agenthost.terminal.hook", "PreToolUse"]
     bare = [sys.executable, "-P", "-c", "pass"]
     hook_cpu: list[float] = []
     bare_cpu: list[float] = []
-    try:
-        async with HookServer(path, "bench", on_hook):
-            for _ in range(runs):
-                hook_cpu.append(await child_cpu(hook, env))
-                bare_cpu.append(await child_cpu(bare, env))
-    finally:
-        directory.rmdir()
+    async with HookServer(path, "bench", on_hook):
+        for _ in range(runs):
+            hook_cpu.append(await child_cpu(hook, env))
+            bare_cpu.append(await child_cpu(bare, env))
     return {
         "runs": runs,
         "hook_cpu_ms": round(statistics.median(hook_cpu) * 1000, 1),
@@ -84,7 +82,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    figures = asyncio.run(measure(args.runs))
+    directory = Path(tempfile.mkdtemp(prefix="hookbench-"))  # 0700
+    try:
+        figures = asyncio.run(measure(args.runs, directory))
+    finally:
+        directory.rmdir()
     if args.json:
         print(json.dumps(figures))
         return
