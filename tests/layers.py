@@ -75,6 +75,8 @@ SANS_IO = (
     "agenthost.sandbox.bwrapargs",
     "agenthost.sandbox.allowlist",
     "agenthost.sandbox.proxyrules",
+    "agenthost.terminal.hookevents",
+    "agenthost.terminal.hooksetup",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
