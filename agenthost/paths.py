@@ -144,6 +144,12 @@ def hosts_dir(home: Path) -> Path:
     return home / "hosts"
 
 
+def hooks_dir(home: Path) -> Path:
+    """The directory of terminal agents' hook sockets (private: a hook's token is the
+    second lock, not the only one)."""
+    return home / "hooks"
+
+
 def journals_dir(home: Path) -> Path:
     """The directory holding one journal directory per agent."""
     return home / "journal"

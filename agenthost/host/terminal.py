@@ -31,6 +31,9 @@ from agenthost.terminal.sizes import SizePolicy
 
 log = structlog.get_logger("agenthost.terminal")
 
+ENTER_DELAY: Final = 0.2
+"""Seconds between a sent message's text and its Enter (see :meth:`TerminalSide.enter_soon`)."""
+
 QUIET: Final = 2.0
 """Seconds without output after which a terminal agent without hooks counts as
 ``idle`` (a heuristic: docs/terminal.md)."""
@@ -48,6 +51,8 @@ class TerminalIO:
     """Set the pseudo-terminal's size."""
     records: Callable[[int], Iterable[bytes]]
     """The journal's records from an offset on (empty without a journal)."""
+    write: Callable[[bytes], None]
+    """Type bytes into the terminal."""
 
 
 class TerminalSide:
@@ -121,6 +126,13 @@ class TerminalSide:
         self._timer = loop.call_at(loop.time() + QUIET - quiet_for, self._check_quiet)
 
     # --- clients ------------------------------------------------------------------------
+
+    def enter_soon(self) -> None:
+        """Press Enter after :data:`ENTER_DELAY`: a message's text was just typed, and a
+        TUI that reads it with its carriage return in one read takes both for a paste
+        (Claude Code then inserts a newline instead of submitting)."""
+        loop = asyncio.get_running_loop()
+        loop.call_later(ENTER_DELAY, self.io.write, b"\r")
 
     def request_size(self, client: object, cols: int, rows: int) -> tuple[int, int]:
         """A client's size (the policy of :mod:`agenthost.terminal.sizes`): the size now."""
