@@ -395,12 +395,12 @@ class Host:
         """``claude``, ``codex`` or ``none``: whose hooks report this terminal agent's
         state (its program's name, or ``--agent-opt hooks=``)."""
         from agenthost.host.tuihooks import TuiHooks
-        from agenthost.paths import hooks_dir
+        from agenthost.paths import hook_socket_path
         from agenthost.terminal.hooksetup import detect_program
 
         program = detect_program(self.argv, self.config.agent_params.get("hooks"))
         if program != "none":
-            path = hooks_dir(self.config.home) / f"{self.agent_id}.sock"
+            path = hook_socket_path(self.config.home, self.agent_id)
             self.hooks = TuiHooks(path, self.stream.publish)
             from agenthost.agents.pty import PtyAdapter
 
