@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from agenthost.agents.base import Adapter, AdapterEvent, PermissionAsk
+from agenthost.agents.base import Adapter, AdapterEvent, PermissionAsk, StateChange
 from agenthost.errors import ConfigError
+from agenthost.protocol import AgentState
 
 TERM: str = "xterm-256color"
 """What the agent's terminal says it is: the terminals people and xterm.js are."""
@@ -47,6 +48,11 @@ class PtyAdapter(Adapter):
         (:meth:`agenthost.host.terminal.TerminalSide.enter_soon`): a TUI takes text
         and a carriage return that arrive in one read for a paste, not a submit."""
         return text.rstrip("\r\n").encode()
+
+    def on_send(self, text: str) -> list[AdapterEvent]:
+        """A message sent to a CLI that reports through hooks starts a turn (Codex's
+        TUI says nothing until the turn ends)."""
+        return [StateChange(AgentState.RUNNING)] if self.answer_hook is not None else []
 
     def encode_interrupt(self) -> bytes:
         """Ctrl-C, typed: the terminal's line discipline signals the foreground group,

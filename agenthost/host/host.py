@@ -277,7 +277,9 @@ class Host:
         self._hooks_program = "none"
         if self.adapter.terminal:
             self._hooks_program = self._hook_program()
-            self.terminal = self._terminal_side(heuristic=self._hooks_program == "none")
+            # Claude Code's hooks say every state; Codex's notify only a turn's end (and
+            # nothing at start): its other states come from the output's quiet too
+            self.terminal = self._terminal_side(heuristic=self._hooks_program != "claude")
         self.stream.on_decided = self._decided
         self._send_keys: OrderedDict[str, int] = OrderedDict()
         self._stop_task: asyncio.Task[StopResult] | None = None

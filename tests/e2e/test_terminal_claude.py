@@ -1,4 +1,4 @@
-"""The real Claude Code TUI as a terminal agent (``--agent pty -- claude``) on a real
+"""The real Claude Code (and Codex) TUI as a terminal agent (``--agent pty -- claude``) on a real
 host, against the fake Anthropic API: its hooks make the host's states and permission
 requests, which the approval policy or a person (``host.respond``) answers; the answer
 goes back through the hook (docs/terminal.md, "Claude Code and Codex in their TUIs").
@@ -13,7 +13,11 @@ from pathlib import Path
 
 from asking import anthropic, claude_bin, dirs  # noqa: F401 (fixtures)
 from claude_env import ClaudeDirs, claude_env
+from clis import require_cli
+from codex_env import CodexEnv
 from fakes.anthropic import FakeAnthropic, text, tool_use
+from fakes.openai import FakeOpenAI
+from fakes.openai import text as codex_text
 from test_hooks_tui import WRITE_COMMAND, first_run_done
 
 from conftest import HostFactory
@@ -92,3 +96,27 @@ def test_a_deny_rule_answers_the_tui_through_its_hook(
     # the model was told why, through the hook's answer
     result = anthropic.turn_requests()[1].body["messages"][-1]["content"][0]
     assert result["is_error"] is True
+
+
+def test_codex_tui_is_idle_after_its_turn(host_factory: HostFactory) -> None:
+    codex = require_cli("codex")
+    with FakeOpenAI([codex_text("Hello from the fake model.")]) as server:
+        env = CodexEnv.create(server.url)
+        try:
+            with env.config_path.open("a") as config:  # the folder's trust screen
+                config.write(f'\n[projects."{env.workdir}"]\ntrust_level = "trusted"\n')
+            host = host_factory(
+                "cx", "--agent", "pty", "--cwd", str(env.workdir), command=[str(codex)], env=env.env
+            )
+            wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
+            host.wait_state("idle", timeout=TIMEOUT)  # quiet at its prompt
+            with host.raw() as conn:
+                assert conn.request("host.send", {"input": "Say hello"})["success"]
+                assert conn.request("host.status")["payload"]["agent"]["state"] == "running"
+            wait_for(
+                lambda: "Hello from the fake model." in screen_text(host), TIMEOUT, "the answer"
+            )
+            host.wait_state("idle", timeout=TIMEOUT)  # notify: the turn completed
+            assert host.agent()["session_id"]  # the thread Codex named in its notify
+        finally:
+            env.cleanup()
