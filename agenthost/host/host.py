@@ -450,7 +450,12 @@ class Host:
         env[RUN_MARKER] = secrets.token_hex(8)
         self._agent_env = env  # terminals the agent starts get its environment
         argv = self.argv
-        if self.hooks is not None:  # its CLI's settings for this run: hooks to our socket
+        if self.hooks is not None and self.sandbox is not None and self.terminal is not None:
+            # the hook socket is in the home, which a sandbox never shows: the state
+            # comes from the output's quiet instead (docs/terminal.md)
+            log.warning("hooks.sandboxed", program=self._hooks_program)
+            self.terminal.heuristic = True
+        elif self.hooks is not None:  # its CLI's settings for this run: hooks to our socket
             from agenthost.pyargv import interpreter
             from agenthost.terminal.hooksetup import hook_setup
 

@@ -285,7 +285,14 @@ class AgentProcess:
             argv, env, pass_fds = launch.argv, launch.env, launch.pass_fds
             self.sandboxed = True
         try:
-            return self._start(loop, name, [*wrapper, *argv], cwd, env, pass_fds, terminal)
+            # A terminal's session is made by its wrapper (setsid), which must not be a
+            # process-group leader to make it without a fork (pty.py); in a sandbox,
+            # inside it: bubblewrap itself gets a session of its own, as always (never
+            # the host's process group, which a signal to the agent's would reach)
+            own_session = terminal is None or sandbox is not None
+            return self._start(
+                loop, name, [*wrapper, *argv], cwd, env, pass_fds, terminal, own_session
+            )
         finally:
             _close(*pass_fds)
 
@@ -298,6 +305,7 @@ class AgentProcess:
         env: Mapping[str, str],
         pass_fds: tuple[int, ...],
         terminal: tuple[int, int] | None,
+        own_session: bool,
     ) -> int:
         if terminal is not None:
             from agenthost.host import pty
@@ -328,9 +336,7 @@ class AgentProcess:
                     env=dict(env),
                     close_fds=True,
                     pass_fds=pass_fds,
-                    # a terminal's session is made by the wrapper, which must not be a
-                    # process-group leader to make it without a fork (pty.py)
-                    start_new_session=terminal is None,
+                    start_new_session=own_session,
                 )
         except FileNotFoundError as exc:
             _close(*set(child_ends), *ours)
@@ -532,6 +538,12 @@ class AgentProcess:
         if sig == signal.SIGKILL and not self._reaped:
             self._killed = True
             self._kill_descendants()
+        if self.terminal_fd is not None and not self._reaped:
+            # a terminal agent's session (in a sandbox, a session of its own inside)
+            # and the group in its foreground: what a hang-up of its terminal reaches
+            for group in self._terminal_groups():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, sig)
         if self.sandboxed and not self._reaped:
             # the agent is in the sandbox's own session; bubblewrap's group holds only
             # bubblewrap, which would take the sandbox down at once (no grace)
@@ -551,6 +563,19 @@ class AgentProcess:
             log.warning("process.signal_denied", pid=self.pid, signal=sig)
             return False
         return True
+
+    def _terminal_groups(self) -> set[int]:
+        """The process groups of the terminal's session: its foreground group and its
+        session leader's (0 and errors left out: the terminal may be gone)."""
+        if self.terminal_fd is None or self._stdin is None:
+            return set()
+        try:
+            foreground = os.tcgetpgrp(self.terminal_fd)
+            groups = {foreground, os.getsid(foreground)}
+        except OSError:
+            return set()
+        # never our own group (a terminal between two sessions reports odd values)
+        return {group for group in groups if group > 0 and group != os.getpgrp()}
 
     def _kill_descendants(self) -> None:
         # imported here: a forced kill is rare, and psutil costs a host ~10 ms of CPU

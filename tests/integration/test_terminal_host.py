@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
+from sandboxtools import require_sandbox
 
 from agenthost.terminal.chunks import event_bytes
 from agenthost.terminal.screen import Screen
@@ -369,3 +370,23 @@ def test_export_of_an_agent_without_a_terminal_says_so(
     for fmt in ("asciicast", "text"):
         done = cli(home, "export", "l1", "--format", fmt)
         assert done.returncode != 0 and "no terminal output" in done.stderr
+
+
+@pytest.mark.parametrize("profile", ["none", "strict"])
+def test_a_terminal_agent_in_a_sandbox_has_its_terminal_and_hangs_up(
+    host_factory: HostFactory, profile: str
+) -> None:
+    require_sandbox()
+    host = host_factory("sb", "--agent", "pty", "--sandbox", profile, command=PROBE)
+    term = Terminal(host)
+    term.pump_until(b"ready")
+    # inside, a session of its own with the terminal as its controlling terminal
+    assert b"isatty=True ctty=True leader=True size=80x24" in term.data
+    assert host.agent()["sandbox"] == profile
+    with host.raw() as conn:
+        assert conn.request("host.resize", {"cols": 100, "rows": 30})["success"]
+        term.pump_until(b"winch 100x30")
+        assert conn.request("host.signal", {"signal": "SIGINT"})["payload"] == {"sent": True}
+        term.pump_until(b"got SIGINT")
+        answer = conn.request("host.stop", {"timeout": 60})["payload"]
+    assert answer["graceful"] is True and answer["final_state"] == "done", answer
