@@ -141,12 +141,12 @@ function openLink(event, uri) {
 
 function xtermView(page, key, state) {
   const top = head(key, state);
-  const screenEl = h("div", { class: "term-screen", id: "terminal" });
-  const wrap = h("div", { class: "term-wrap", id: "terminal-wrap" }, screenEl);
+  // xterm.js's own element goes in this box, which the fit addon measures
+  const screenEl = h("div", { class: "term-wrap", id: "terminal" });
   let link = null;
   const { el: dockEl, notice } = dock(page, () => link);
   page.app.classList.add("terminal-main");
-  replace(page.app, top.el, wrap, dockEl);
+  replace(page.app, top.el, screenEl, dockEl);
 
   let term = null;
   let fit = null;
@@ -226,7 +226,7 @@ function xtermView(page, key, state) {
       screenEl.dataset.ready = "1";
       if (page.can("send")) {
         observer = new ResizeObserver(sendSize);
-        observer.observe(wrap);
+        observer.observe(screenEl);
       }
       link.start();
     })
