@@ -21,6 +21,7 @@ from agenthost.agentenv import pack
 from agenthost.agents import DEFAULT_AGENT
 from agenthost.journal.writer import JournalConfig
 from agenthost.pyargv import module_argv
+from agenthost.terminal.sizes import format_size
 
 DEFAULT_JOURNAL: Final = JournalConfig()
 
@@ -63,6 +64,8 @@ class HostOptions:
     sandbox: str | None = None
     """(``--sandbox``) The agent's sandbox profile (``strict``, ``net``, ``none``,
     ``off``); None: as the home's ``[sandbox]`` says (off by default)."""
+    size: tuple[int, int] | None = None
+    """(``--size COLSxROWS``) A terminal agent's fixed size; None: its clients'."""
 
     def to_argv(self) -> list[str]:
         """The arguments of ``agenthost serve`` that give these options back.
@@ -90,6 +93,8 @@ class HostOptions:
             args += ["--budget-tokens", str(self.budget_tokens)]
         if self.sandbox is not None:
             args += ["--sandbox", self.sandbox]
+        if self.size is not None:
+            args += ["--size", format_size(self.size)]
         defaults = DEFAULTS
         for flag, number, default in (
             ("--linger", self.linger, defaults.linger),

@@ -28,6 +28,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     WithJsonSchema,
+    model_validator,
 )
 
 from agenthost.governance.budget import USD_MAX, usd_limit
@@ -167,6 +168,16 @@ class AgentInfo(OpenModel):
     sandbox: str | None = None
     """(1.6) The agent's sandbox profile (``strict``, ``net``, ``none``:
     docs/sandbox.md); absent when it runs unconfined."""
+    terminal: TerminalSize | None = None
+    """(1.7) The size of a terminal agent's pseudo-terminal (``--agent pty``); absent
+    for other agents."""
+
+
+class TerminalSize(OpenModel):
+    """(1.7) A pseudo-terminal's size in character cells."""
+
+    cols: int
+    rows: int
 
 
 class Budget(OpenModel):
@@ -288,6 +299,13 @@ class StreamEvent(OpenModel):
     """The outcome of a ``permission_response`` event."""
     governance: GovernanceRecord | None = None
     """(1.4) What a ``governance`` event records."""
+    data_b64: str | None = None
+    """(1.7) A ``terminal`` event's bytes in base64, when they are not valid UTF-8
+    (else they are in ``data``)."""
+    cols: int | None = None
+    """(1.7) A ``terminal_size`` event's width."""
+    rows: int | None = None
+    """(1.7) A ``terminal_size`` event's height."""
 
     def __str__(self) -> str:
         """One readable line: ``#12 chat_entry assistant: Hello``, ``#13 state idle``
@@ -319,6 +337,10 @@ def _event_detail(event: StreamEvent) -> str:
         return f"{outcome} ({subtype})" if isinstance(subtype, str) else outcome
     if event.data is not None:
         return f"{event.stream}: {event.data}" if event.stream == "stderr" else event.data
+    if event.data_b64 is not None:
+        return f"({len(event.data_b64) * 3 // 4} bytes)"
+    if event.cols is not None and event.rows is not None:
+        return f"{event.cols}x{event.rows}"
     return ""
 
 
@@ -347,6 +369,9 @@ class AttachRequest(PeerModel):
     """``host.attach``: ``offset`` is the last offset the client has (0 = from the oldest)."""
 
     offset: StrictInt = Field(default=0, ge=0)
+    snapshot: StrictBool = False
+    """(1.7) A terminal agent: start from its screen as of now (the response's
+    ``screen``), then the events after it; ``offset`` is then ignored."""
 
 
 class HistoryRequest(PeerModel):
@@ -389,6 +414,58 @@ class SendRequest(PeerModel):
     key: StrictStr | None = Field(default=None, max_length=200)
 
 
+INPUT_LIMIT: Final = 1 << 20
+"""Characters of one ``host.input`` (a paste is sent in pieces of this)."""
+
+
+class InputRequest(PeerModel):
+    """``host.input`` (1.7): bytes for a terminal agent's terminal, as typed: ``data``
+    (text, sent as UTF-8) or ``data_b64`` (any bytes), exactly one."""
+
+    data: StrictStr | None = Field(default=None, max_length=INPUT_LIMIT)
+    data_b64: StrictStr | None = Field(default=None, max_length=INPUT_LIMIT)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> InputRequest:
+        if (self.data is None) == (self.data_b64 is None):
+            raise ValueError("give exactly one of data and data_b64")
+        return self
+
+
+class ResizeRequest(PeerModel):
+    """``host.resize`` (1.7): the size of the client's terminal, in cells."""
+
+    cols: StrictInt = Field(ge=2, le=1000)
+    rows: StrictInt = Field(ge=1, le=1000)
+
+
+SignalName = Literal[
+    "SIGINT",
+    "SIGQUIT",
+    "SIGTERM",
+    "SIGHUP",
+    "SIGTSTP",
+    "SIGCONT",
+    "SIGWINCH",
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGKILL",
+]
+"""What ``host.signal`` may send."""
+
+
+class SignalRequest(PeerModel):
+    """``host.signal`` (1.7): a signal for the terminal's foreground process group."""
+
+    signal: SignalName
+
+
+class ScreenRequest(PeerModel):
+    """``host.screen`` (1.7): the screen now, or as of ``offset`` (still journaled)."""
+
+    offset: StrictInt | None = Field(default=None, ge=1)
+
+
 class StopRequest(PeerModel):
     """``host.stop``: SIGTERM the agent's group, SIGKILL after ``timeout`` seconds.
 
@@ -429,7 +506,47 @@ class AttachResponse(OpenModel):
     truncated: bool = False
     epoch: str = ""
     pending: list[PermissionRequest] = Field(default_factory=list)
+    screen: Screen | None = None
+    """(1.7) With ``snapshot``: the screen the events that follow continue from."""
     """Permission requests waiting for an answer (1.1), whatever the replay holds."""
+
+
+class ScreenCursor(OpenModel):
+    """(1.7) Where the cursor is (0-based cell), and whether it is shown."""
+
+    col: int
+    row: int
+    visible: bool = True
+
+
+class Screen(OpenModel):
+    """(1.7) A terminal agent's screen as of ``offset``: the events up to it painted
+    on a terminal of ``cols`` x ``rows``."""
+
+    offset: int
+    cols: int
+    rows: int
+    cursor: ScreenCursor
+    lines: list[str]
+    """The visible rows as plain text, trailing spaces removed (for phones, search)."""
+    dump: str
+    """Escape sequences that paint this screen and its modes (alternate screen,
+    cursor keys, bracketed paste, mouse) on a fresh terminal of this size."""
+    alternate: bool = False
+    title: str | None = None
+
+
+class ResizeResponse(OpenModel):
+    """``host.resize`` (1.7): the terminal's size now (a fixed size ignores requests)."""
+
+    cols: int
+    rows: int
+
+
+class SignalResponse(OpenModel):
+    """``host.signal`` (1.7): whether a process group received it."""
+
+    sent: bool
 
 
 class HistoryResponse(OpenModel):
@@ -539,6 +656,10 @@ REQUEST_PAYLOADS: Final[dict[MessageType, type[PeerModel]]] = {
     MessageType.RESPOND: RespondRequest,
     MessageType.BUDGET: BudgetRequest,
     MessageType.RESUME: EmptyRequest,
+    MessageType.INPUT: InputRequest,
+    MessageType.RESIZE: ResizeRequest,
+    MessageType.SIGNAL: SignalRequest,
+    MessageType.SCREEN: ScreenRequest,
 }
 
 RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
@@ -555,6 +676,10 @@ RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
     MessageType.RESPOND: RespondResponse,
     MessageType.BUDGET: BudgetResponse,
     MessageType.RESUME: ResumeResponse,
+    MessageType.INPUT: SendResponse,
+    MessageType.RESIZE: ResizeResponse,
+    MessageType.SIGNAL: SignalResponse,
+    MessageType.SCREEN: Screen,
 }
 
 

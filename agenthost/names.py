@@ -29,6 +29,11 @@ class MessageType(StrEnum):
     # 1.4
     BUDGET = "host.budget"
     RESUME = "host.resume"
+    # 1.7: terminal agents
+    INPUT = "host.input"
+    RESIZE = "host.resize"
+    SIGNAL = "host.signal"
+    SCREEN = "host.screen"
 
 
 MESSAGE_SINCE: Final[dict[str, str]] = {
@@ -37,6 +42,10 @@ MESSAGE_SINCE: Final[dict[str, str]] = {
     MessageType.RESPOND: "1.1",
     MessageType.BUDGET: "1.4",
     MessageType.RESUME: "1.4",
+    MessageType.INPUT: "1.7",
+    MessageType.RESIZE: "1.7",
+    MessageType.SIGNAL: "1.7",
+    MessageType.SCREEN: "1.7",
 }
 """The protocol version that introduced each message type newer than 1.0."""
 
@@ -67,6 +76,9 @@ class EventType(StrEnum):
     PERMISSION_RESPONSE = "permission_response"
     # 1.4
     GOVERNANCE = "governance"
+    # 1.7
+    TERMINAL = "terminal"
+    TERMINAL_SIZE = "terminal_size"
 
 
 class AgentState(StrEnum):

@@ -17,6 +17,7 @@ _MODULES: dict[str, tuple[str, str]] = {
     "codex": ("agenthost.agents.codex", "CodexAdapter"),
     "demo": ("agenthost.agents.demo", "DemoAdapter"),
     "lines": ("agenthost.agents.lines", "LinesAdapter"),
+    "pty": ("agenthost.agents.pty", "PtyAdapter"),
 }
 
 AGENT_KINDS: tuple[str, ...] = tuple(sorted(_MODULES))
@@ -28,6 +29,7 @@ _SUMMARIES: dict[str, str] = {
     "codex": "Codex",
     "demo": "built in, no API key",
     "lines": "any command: a line in, lines out",
+    "pty": "any program, full screen, in a terminal",
 }
 
 

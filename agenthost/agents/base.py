@@ -161,8 +161,26 @@ class UsageLimited:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class TerminalOutput:
+    """(1.7) Bytes a terminal agent painted (a ``terminal`` event): never a cut UTF-8
+    sequence, at most 64 KiB (:mod:`agenthost.terminal.chunks`)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalResized:
+    """(1.7) The agent's terminal has this size from here on (``terminal_size``)."""
+
+    cols: int
+    rows: int
+
+
 AdapterEvent = (
     Output
+    | TerminalOutput
+    | TerminalResized
     | Chat
     | StateChange
     | InfoUpdate
@@ -239,6 +257,9 @@ class Adapter:
     program: ClassVar[Program] = Program()
     """Who the agent's program is, for the message when it is not installed (the
     adapters of the CLIs we know name the product and their ``AGENTHOST_*_BIN``)."""
+    terminal: ClassVar[bool] = False
+    """Whether the agent runs in a pseudo-terminal owned by the host (``pty``): its
+    output is ``terminal`` events, not lines (:mod:`agenthost.agents.pty`)."""
     structured: ClassVar[bool] = False
     """Whether the agent's output is structured (chat entries, turns, results) rather
     than plain lines: a client renders its events as a conversation, and its interrupt

@@ -106,7 +106,8 @@ def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str
 def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     """What ``serve`` and ``run`` both take to describe an agent: ``--agent-id``,
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
-    ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``, ``--sandbox``."""
+    ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``, ``--sandbox``,
+    ``--size``."""
     from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT, kinds_help
     from agenthost.cli.params import USD
 
@@ -162,10 +163,32 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
             "[sandbox] allow_hosts), net, none (no network), or off "
             "[default: config.toml's [sandbox] default, else off] (docs/sandbox.md).",
         ),
+        click.option(
+            "--size",
+            default=None,
+            metavar="COLSxROWS",
+            callback=_size_value,
+            help="A terminal agent's fixed size (--agent pty), e.g. 120x40 "
+            "[default: the size of the client that last typed or resized].",
+        ),
     ]
     for option in reversed(options):  # decorators apply bottom-up: keep --help's order
         func = option(func)
     return func
+
+
+def _size_value(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> tuple[int, int] | None:
+    from agenthost.errors import ConfigError
+    from agenthost.terminal.sizes import parse_size
+
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ConfigError as exc:
+        raise click.BadParameter(f"{exc.message}; {exc.hint}") from None
 
 
 def _cwd_value(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:

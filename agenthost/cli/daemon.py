@@ -321,6 +321,7 @@ def run(
     budget_usd: float | None,
     budget_tokens: int | None,
     sandbox: str | None,
+    size: tuple[int, int] | None,
     linger: float | None,
     stop_timeout: float | None,
     ring_size: int | None,
@@ -352,6 +353,7 @@ def run(
 
     from agenthost.daemon.client import DaemonClient, ensure_daemon
     from agenthost.daemon.protocol import RestartPolicy, SpawnResponse, SpawnSpec
+    from agenthost.terminal.sizes import format_size
 
     if worktree is None and (repo is not None or setup is not None):
         raise click.UsageError("--repo and --setup go with --worktree")
@@ -401,6 +403,7 @@ def run(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         sandbox=sandbox,
+        size=format_size(size) if size is not None else None,
         linger=linger,
         stop_timeout=stop_timeout,
         ring_size=ring_size,

@@ -188,8 +188,23 @@ class SpawnSpec(PeerModel):
     sandbox: StrictStr | None = Field(default=None, max_length=100)
     """The agent's sandbox profile (``strict``, ``net``, ``none``, ``off``); absent: as
     the home's ``[sandbox]`` says."""
+    size: StrictStr | None = Field(default=None, max_length=20)
+    """(1.7) A terminal agent's fixed size, ``COLSxROWS``; absent: its clients'."""
 
     _check_id = field_validator("agent_id")(_agent_id)
+
+    @field_validator("size")
+    @classmethod
+    def _check_size(cls, value: str | None) -> str | None:
+        from agenthost.errors import ConfigError
+        from agenthost.terminal.sizes import parse_size
+
+        if value is not None:
+            try:
+                parse_size(value)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
+        return value
 
 
 class AgentRequest(PeerModel):

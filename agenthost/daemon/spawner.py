@@ -53,6 +53,7 @@ from agenthost.hostoptions import DEFAULTS, HostOptions
 from agenthost.launch import HostStartError, log_tail, open_log, start_failure, start_logged
 from agenthost.lockfile import is_lock_held, read_lock_info
 from agenthost.paths import ensure_private_dir, lock_path, log_path, logs_dir, socket_path
+from agenthost.terminal.sizes import parse_size
 
 log = structlog.get_logger("agenthost.daemon.spawner")
 
@@ -111,6 +112,7 @@ def host_options(
         budget_usd=spec.budget_usd,
         budget_tokens=spec.budget_tokens,
         sandbox=spec.sandbox,
+        size=parse_size(spec.size) if spec.size is not None else None,
         linger=_given(spec.linger, DEFAULTS.linger),
         stop_timeout=_given(spec.stop_timeout, DEFAULTS.stop_timeout),
         ring_size=_given(spec.ring_size, DEFAULTS.ring_size),

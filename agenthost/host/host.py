@@ -22,7 +22,7 @@ import secrets
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     from agenthost.host.budgets import Budgets
     from agenthost.host.clientcalls import ClientCalls
     from agenthost.host.pauses import Pauses
+    from agenthost.host.terminal import TerminalSide
 
     # The models are imported where they are built: a host answers pings and reports
     # its events without them (agenthost.protocol says why).
@@ -98,13 +99,17 @@ if TYPE_CHECKING:
         BudgetRequest,
         EmptyRequest,
         HistoryRequest,
+        InputRequest,
         InterruptResponse,
         PingResponse,
+        ResizeRequest,
         RespondRequest,
         RespondResponse,
         ResumeResponse,
+        ScreenRequest,
         SendRequest,
         SendResponse,
+        SignalRequest,
         StatusResponse,
         StopRequest,
     )
@@ -163,6 +168,8 @@ class HostConfig:
     """None: no journal (the ring only; a new epoch at every start)."""
     sandbox: str | None = None
     """The sandbox profile asked for; None: as the home's configuration says."""
+    size: tuple[int, int] | None = None
+    """A terminal agent's fixed size ``(cols, rows)``; None: its clients' (``latest``)."""
 
     @classmethod
     def from_options(cls, options: HostOptions) -> HostConfig:
@@ -188,6 +195,7 @@ class HostConfig:
             budget_tokens=options.budget_tokens,
             journal=options.journal,
             sandbox=options.sandbox,
+            size=options.size,
         )
 
 
@@ -260,6 +268,10 @@ class Host:
         )
         self._stdout = LineSplitter(self.adapter.max_line_bytes)
         self._stderr = LineSplitter(self.adapter.max_line_bytes)
+        self.terminal: TerminalSide | None = None
+        """A terminal agent's bytes, screen and size (``--agent pty``)."""
+        if self.adapter.terminal:
+            self.terminal = self._terminal_side()
         self._send_keys: OrderedDict[str, int] = OrderedDict()
         self._stop_task: asyncio.Task[StopResult] | None = None
         self._shutdown: asyncio.Event | None = None
@@ -319,6 +331,9 @@ class Host:
         except OSError as exc:
             raise ConfigError(f"cannot open the journal {self.journal.directory}: {exc}") from exc
         self.stream.restore(recovery)
+        if self.terminal is not None and self.stream.journal_reader is not None:
+            # the screen the journal's events painted (a restarted host's first screen)
+            self.terminal.restore(self.stream.journal_reader.iter_records(1))
         log.info(
             "journal.opened",
             path=str(self.journal.directory),
@@ -366,6 +381,24 @@ class Host:
         log.info("sandbox.ready", profile=profile.name)
         return True
 
+    def _terminal_side(self) -> TerminalSide:
+        from agenthost.host.terminal import TerminalIO, TerminalSide
+
+        def records(start: int) -> Iterator[bytes]:
+            reader = self.stream.journal_reader
+            if reader is not None and self.journal is not None and not self.journal.failed:
+                yield from reader.iter_records(start)
+
+        io = TerminalIO(
+            publish=self.stream.publish,
+            head=lambda: self.stream.ring.last_offset,
+            resize=self.process.resize,
+            records=records,
+        )
+        side = TerminalSide(io, self.config.size, heuristic=True)
+        self.server.on_forget = side.left
+        return side
+
     def _failed_start(self, exc: SpawnError) -> None:
         """The agent could not be started: say so, and linger."""
         log.error("agent.spawn_failed", error=str(exc))
@@ -387,13 +420,16 @@ class Host:
         env[RUN_MARKER] = secrets.token_hex(8)
         self._agent_env = env  # terminals the agent starts get its environment
         try:
-            pid = self.process.start(self.argv, self.worktree, env, self.sandbox)
+            size = self.terminal.size if self.terminal is not None else None
+            pid = self.process.start(self.argv, self.worktree, env, self.sandbox, size)
         except SpawnError as exc:
             self._failed_start(exc)
             return
         self.agent_started_at = self.process.started_at
         log.info("agent.spawned", pid=pid, argv0=self.argv[0])
         self._write_lock_info()
+        if self.terminal is not None:
+            self.terminal.started()
         self._leave_starting()
         if self.sandbox is not None:  # for the record: history and export show it
             self.stream.publish([self.sandbox.record()])
@@ -575,6 +611,9 @@ class Host:
     def _on_stdout(self, data: bytes) -> None:
         if self.stream.state is AgentState.STARTING:
             self._leave_starting()
+        if self.terminal is not None:
+            self.terminal.output(data)
+            return
         lines = self._stdout.feed(data)
         if lines:
             self.stream.publish_stdout(lines, self.adapter)
@@ -593,6 +632,8 @@ class Host:
         self.stream.publish([ErrorNote(message)])
 
     def _on_exit(self, status: ExitStatus) -> None:
+        if self.terminal is not None:
+            self.terminal.ended()
         rest = self._stdout.flush()
         if rest:
             self.stream.publish_stdout(rest, self.adapter)
@@ -659,6 +700,10 @@ class Host:
             MessageType.BUDGET: self._budget,
             MessageType.RESUME: _no_payload(self.resume),
             MessageType.STOP: self._stop_reply,
+            MessageType.INPUT: self._input,
+            MessageType.RESIZE: self._resize,
+            MessageType.SIGNAL: self._signal,
+            MessageType.SCREEN: self._screen,
         }
 
     def _list(self) -> BaseModel:
@@ -678,6 +723,12 @@ class Host:
 
     def _attach(self, conn: Connection, payload: AttachRequest, request: Request) -> Reply:
         response, start = self.stream.attach_plan(payload.offset)
+        if payload.snapshot:
+            from agenthost.models import Screen
+
+            screen = self._terminal().snapshot()
+            response = response.model_copy(update={"screen": Screen.model_validate(screen)})
+            start = screen["offset"] + 1
         conn.send(_answer(request, response))
         conn.attach(start)
         log.info("client.attached", peer_pid=conn.peer_pid, start=start)
@@ -691,6 +742,52 @@ class Host:
         if payload.before is None and payload.after is None:
             return self.stream.history_page(request.id, payload.limit)
         return self._history_from_journal(payload, request)
+
+    # --- terminal agents ------------------------------------------------------------------
+
+    def _terminal(self) -> TerminalSide:
+        if self.terminal is None:
+            raise InvalidPayload(
+                f"agent {self.agent_id} is not a terminal agent ({self.adapter.kind})",
+                hint="terminal requests are for agents started with --agent pty",
+            )
+        return self.terminal
+
+    def _input(self, conn: Connection, payload: InputRequest, request: Request) -> Reply:
+        from agenthost.models import SendResponse
+        from agenthost.terminal.chunks import input_bytes
+
+        terminal = self._terminal()
+        self._require_running()
+        if self.process.stdin_buffered > self.config.stdin_limit:
+            raise Busy(
+                f"the agent has not read {self.process.stdin_buffered} bytes of earlier "
+                "input; try again later"
+            )
+        data = input_bytes(payload.data, payload.data_b64)
+        terminal.typed(conn)
+        self._write_stdin(data)
+        return _answer(request, SendResponse(offset=None))
+
+    def _resize(self, conn: Connection, payload: ResizeRequest, request: Request) -> Reply:
+        from agenthost.models import ResizeResponse
+
+        cols, rows = self._terminal().request_size(conn, payload.cols, payload.rows)
+        return _answer(request, ResizeResponse(cols=cols, rows=rows))
+
+    def _signal(self, _conn: Connection, payload: SignalRequest, request: Request) -> Reply:
+        from agenthost.models import SignalResponse
+
+        self._terminal()
+        self._require_running()
+        sent = self.process.signal_foreground(signal.Signals[payload.signal])
+        log.info("agent.signal", signal=payload.signal, sent=sent)
+        return _answer(request, SignalResponse(sent=sent))
+
+    def _screen(self, _conn: Connection, payload: ScreenRequest, request: Request) -> Reply:
+        from agenthost.models import Screen
+
+        return _answer(request, Screen.model_validate(self._terminal().snapshot(payload.offset)))
 
     def _send(self, _conn: Connection, payload: SendRequest, request: Request) -> Reply:
         return _answer(request, self.send(payload.input, payload.key))

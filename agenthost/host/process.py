@@ -80,8 +80,9 @@ _WATCHDOG = (
 # Where setpriv is looked for: system directories only, never the user's PATH, because
 # the wrapper runs in front of every agent.
 SYSTEM_BIN_DIRS: Final = "/usr/bin:/bin:/usr/sbin:/sbin"
-CLEAN_STOP_SIGNALS: Final = frozenset({"SIGTERM", "SIGINT"})
-"""After a requested stop, a death by one of these is a clean stop (as systemd counts)."""
+CLEAN_STOP_SIGNALS: Final = frozenset({"SIGTERM", "SIGINT", "SIGHUP"})
+"""After a requested stop, a death by one of these is a clean stop (as systemd counts;
+SIGHUP is how a terminal agent is asked to end: its terminal hung up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +239,8 @@ class AgentProcess:
         self.status: ExitStatus | None = None
         self.sandboxed = False
         """The process is bubblewrap, the agent inside (:mod:`agenthost.sandbox`)."""
+        self.terminal_fd: int | None = None
+        """The master side of the agent's pseudo-terminal (our writer), or None: pipes."""
         self._done = asyncio.Event()
         self._pipes_done = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -253,15 +256,25 @@ class AgentProcess:
         cwd: str | None,
         env: Mapping[str, str],
         sandbox: Sandbox | None = None,
+        terminal: tuple[int, int] | None = None,
     ) -> int:
         """Spawn the agent (in ``sandbox``, if given); return its pid (bubblewrap's, in a
-        sandbox). Raise SpawnError if it cannot start."""
+        sandbox). With ``terminal`` (``(cols, rows)``) the agent gets a pseudo-terminal
+        of that size instead of pipes (:mod:`agenthost.host.pty`). Raise SpawnError if it
+        cannot start."""
         loop = self._loop = asyncio.get_running_loop()
         wrapper = pdeathsig_wrapper()
-        if wrapper or sandbox is not None:
+        if wrapper or sandbox is not None or terminal is not None:
             check_program(argv[0], cwd, env)
         pass_fds: tuple[int, ...] = ()
         name = argv[0]  # what errors name: the agent's program, not a wrapper's
+        if terminal is not None:
+            from agenthost.host import pty
+
+            ctty = pty.controlling_terminal_wrapper(SYSTEM_BIN_DIRS)
+            if ctty is None:
+                raise SpawnError("a terminal agent needs util-linux setsid (not found)", 127)
+            argv = [*ctty, *argv]
         if sandbox is not None:
             from agenthost.errors import AgentHostError
 
@@ -272,7 +285,7 @@ class AgentProcess:
             argv, env, pass_fds = launch.argv, launch.env, launch.pass_fds
             self.sandboxed = True
         try:
-            return self._start(loop, name, [*wrapper, *argv], cwd, env, pass_fds)
+            return self._start(loop, name, [*wrapper, *argv], cwd, env, pass_fds, terminal)
         finally:
             _close(*pass_fds)
 
@@ -284,10 +297,24 @@ class AgentProcess:
         cwd: str | None,
         env: Mapping[str, str],
         pass_fds: tuple[int, ...],
+        terminal: tuple[int, int] | None,
     ) -> int:
-        pipes = [os.pipe() for _ in range(3)]  # non-inheritable (PEP 446) until dup'ed
-        child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
-        ours = (pipes[0][1], pipes[1][0], pipes[2][0])
+        if terminal is not None:
+            from agenthost.host import pty
+
+            # one pseudo-terminal for all three; ours: the master, twice (a reader and
+            # a writer are registered on distinct descriptors)
+            try:
+                master, slave = pty.open_pty(*terminal)
+            except OSError as exc:
+                raise SpawnError(f"cannot open a pseudo-terminal: {exc.strerror}", 126) from exc
+            child_ends: tuple[int, ...] = (slave, slave, slave)
+            ours: tuple[int, ...] = (os.dup(master), master)
+        else:
+            pipes = [os.pipe() for _ in range(3)]  # non-inheritable (PEP 446) until dup'ed
+            child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
+            ours = (pipes[0][1], pipes[1][0], pipes[2][0])
+        self.terminal_fd = ours[0] if terminal is not None else None
         try:
             with _sighup_default_in_child():
                 # No preexec_fn (see the module docstring): Popen then forks with
@@ -301,20 +328,22 @@ class AgentProcess:
                     env=dict(env),
                     close_fds=True,
                     pass_fds=pass_fds,
-                    start_new_session=True,
+                    # a terminal's session is made by the wrapper, which must not be a
+                    # process-group leader to make it without a fork (pty.py)
+                    start_new_session=terminal is None,
                 )
         except FileNotFoundError as exc:
-            _close(*child_ends, *ours)
+            _close(*set(child_ends), *ours)
             if cwd is not None and exc.filename == cwd:
                 raise SpawnError(f"working directory not found: {cwd}", 127) from exc
             raise SpawnError(f"command not found: {name} ({exc.strerror})", 127) from exc
         except PermissionError as exc:
-            _close(*child_ends, *ours)
+            _close(*set(child_ends), *ours)
             raise SpawnError(f"permission denied: {name} ({exc.strerror})", 126) from exc
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            _close(*child_ends, *ours)
+            _close(*set(child_ends), *ours)
             raise SpawnError(f"cannot start {name}: {exc}", 127) from exc
-        _close(*child_ends)
+        _close(*set(child_ends))
         self.pid = self._popen.pid
         reaper.OWN.add(self.pid)
         marker = env.get(reaper.RUN_MARKER)
@@ -323,7 +352,7 @@ class AgentProcess:
         for fd in ours:
             os.set_blocking(fd, False)
         self._stdin = ours[0]
-        self._readers = {ours[1]: STDOUT, ours[2]: STDERR}
+        self._readers = {fd: stream for fd, stream in zip(ours[1:], (STDOUT, STDERR), strict=False)}
         for fd, stream in self._readers.items():
             loop.add_reader(fd, self._read, fd, stream)
         self._watch_exit(loop)
@@ -383,7 +412,9 @@ class AgentProcess:
         except BlockingIOError:
             return
         except OSError as exc:
-            log.warning("process.read_failed", stream=stream, error=str(exc))
+            # EIO: a pseudo-terminal whose every slave descriptor was closed (its end)
+            if exc.errno != errno.EIO or self.terminal_fd is None:
+                log.warning("process.read_failed", stream=stream, error=str(exc))
             data = b""
         if data:
             self._on_output[stream](data)
@@ -453,6 +484,32 @@ class AgentProcess:
         self._stdin_eof = True
         if not self._stdin_buf:
             self._close_stdin_fd()
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Give the agent's pseudo-terminal a new size (the kernel tells its foreground
+        process group with SIGWINCH). Nothing without a terminal or once it is closed."""
+        if self.terminal_fd is not None and self._stdin is not None:
+            from agenthost.host import pty
+
+            with contextlib.suppress(OSError):
+                pty.set_size(self.terminal_fd, cols, rows)
+
+    def signal_foreground(self, sig: int) -> bool:
+        """Send ``sig`` to the terminal's foreground process group (what a key like
+        Ctrl-C does), or the agent's group without a terminal; False if none is left."""
+        if self.terminal_fd is not None and self._stdin is not None and not self._reaped:
+            try:
+                group = os.tcgetpgrp(self.terminal_fd)
+            except OSError:
+                group = 0
+            if group > 0:
+                try:
+                    os.killpg(group, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                else:
+                    return True
+        return self.signal_group(sig)
 
     def _close_stdin_fd(self) -> None:
         fd, self._stdin = self._stdin, None
@@ -536,6 +593,11 @@ class AgentProcess:
         if force:
             self.signal_group(signal.SIGKILL)
         else:
+            if self.terminal_fd is not None:
+                # what closing a terminal window does: an interactive shell ignores
+                # SIGTERM but ends on a hang-up, and an editor saves its swap file
+                self.signal_group(signal.SIGHUP)
+                self.signal_group(signal.SIGCONT)
             self.signal_group(signal.SIGTERM)
             if await self.wait(timeout) is None:
                 graceful = False

@@ -204,6 +204,8 @@ class HostServer(Server[Connection]):
         self.handler = handler
         self.fanout = Fanout(ring, max_queue=max_queue)
         self._journal: JournalReader | None = None
+        self.on_forget: Callable[[Connection], None] | None = None
+        """Told of every connection that is gone (a terminal's size policy)."""
 
     @property
     def journal(self) -> JournalReader | None:
@@ -226,6 +228,8 @@ class HostServer(Server[Connection]):
     def forget(self, conn: Connection) -> None:
         """A connection is gone."""
         conn.cursor.detach()
+        if self.on_forget is not None:
+            self.on_forget(conn)
         super().forget(conn)
 
     def broadcast(self, first_offset: int, data: bytes, count: int) -> None:

@@ -30,6 +30,8 @@ from agenthost.agents.base import (
     PermissionAsk,
     PermissionDecided,
     StateChange,
+    TerminalOutput,
+    TerminalResized,
     TurnResult,
     UsageLimited,
     Write,
@@ -46,6 +48,7 @@ from agenthost.protocol import (
     encode_response_pieces,
 )
 from agenthost.ringbuffer import RingBuffer
+from agenthost.terminal.chunks import term_fields
 from agenthost.timefmt import now_rfc3339
 from agenthost.wire.stream import plan_attach
 
@@ -253,6 +256,12 @@ class AgentStream:
         encoder = self.encoder
         if type(ev) is Output:
             return encoder.output(offset, timestamp, ev.data, ev.stream, ev.continued, ev.escaped)
+        if type(ev) is TerminalOutput:
+            return encoder.event(EventType.TERMINAL, offset, timestamp, term_fields(ev.data))
+        if type(ev) is TerminalResized:
+            size = {"cols": ev.cols, "rows": ev.rows}
+            self.info["terminal"] = size
+            return encoder.event(EventType.TERMINAL_SIZE, offset, timestamp, size)
         if type(ev) is Chat:
             entry = dict(ev.entry)
             entry["timestamp"] = timestamp

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from agenthost.models import Response as Response
 
-PROTOCOL_VERSION: Final = "1.6"
+PROTOCOL_VERSION: Final = "1.7"
 """The protocol version this package speaks (``MAJOR.MINOR``)."""
 
 MIN_PROTOCOL_VERSION: Final = "1.0"

@@ -16,6 +16,7 @@ def test_the_adapters_say_whether_their_output_is_structured() -> None:
         "codex": True,
         "demo": True,
         "lines": False,
+        "pty": False,
     }
     for kind in AGENT_KINDS:
         cls = adapter_class(kind)

@@ -388,6 +388,10 @@ def _payload_for(mtype: MessageType, n: int, text: str) -> dict[str, Any] | None
             "behavior": "allow" if n % 2 else "deny",
             "message": text,
         },
+        MessageType.INPUT: {"data": text},
+        MessageType.RESIZE: {"cols": 2 + n % 999, "rows": 1 + n % 1000},
+        MessageType.SIGNAL: {"signal": "SIGINT"},
+        MessageType.SCREEN: {"offset": 1 + n},
     }.get(mtype)
 
 

@@ -102,6 +102,9 @@ def test_validate_request_is_validate_payload_with_none_for_no_payload(
     payloads: dict[MessageType, dict[str, Any]] = {
         MessageType.SEND: {"input": "hi"},
         MessageType.RESPOND: {"request_id": "r", "behavior": "allow"},
+        MessageType.INPUT: {"data": "x"},
+        MessageType.RESIZE: {"cols": 80, "rows": 24},
+        MessageType.SIGNAL: {"signal": "SIGINT"},
     }
     line = json.dumps({"type": str(mtype), "payload": payloads.get(mtype, {"x": 1})})
     request = decode_request(line.encode())
