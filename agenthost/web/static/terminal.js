@@ -221,6 +221,7 @@ function xtermView(page, key, state) {
         size: () => ({ cols: term.cols, rows: term.rows }),
         cursor: () => ({ col: term.buffer.active.cursorX, row: term.buffer.active.cursorY }),
         offset: () => link.lastOffset,
+        applied: () => link.applied.slice(),
         pending: () => new Promise((resolve) => term.write("", resolve)),
       });
       screenEl.dataset.ready = "1";

@@ -81,6 +81,7 @@ export class TerminalLink {
     this.wanted = null; // this browser's size, as last asked for
     this.answered = null; // the terminal's size the last resize asked for answered
     this.again = false; // a paint is due after the one on its way
+    this.applied = []; // the offsets of the screens painted and the events applied
   }
 
   /** Paint the screen, then follow the stream after it. */
@@ -117,6 +118,7 @@ export class TerminalLink {
     if (this.closed) return;
     if (screen) {
       this.lastOffset = screen.offset;
+      this.record(`screen ${screen.offset}`);
       this.size = { cols: screen.cols, rows: screen.rows };
       this.on.screen(screen);
     }
@@ -172,6 +174,7 @@ export class TerminalLink {
   apply(event) {
     if (event.offset <= this.lastOffset) return;
     this.lastOffset = event.offset;
+    this.record(event.offset);
     if (event.type === "terminal") {
       const bytes = eventBytes(event);
       if (bytes) this.on.bytes(bytes);
@@ -185,6 +188,12 @@ export class TerminalLink {
     } else if (event.type === "state" && typeof event.state === "string") {
       this.on.state(event.state);
     }
+  }
+
+  /** Keep what was applied, the newest 10000 (for a test, or a curious person). */
+  record(what) {
+    if (this.applied.length >= 10000) this.applied.splice(0, 1000);
+    this.applied.push(what);
   }
 
   // ---- to the agent ---------------------------------------------------------------
