@@ -11,7 +11,7 @@
 // replay of the screen.
 
 import { stateClass } from "./conversation.js";
-import { h, replace } from "./dom.js";
+import { h, replace, visible } from "./dom.js";
 import { TerminalLink } from "./termlink.js";
 
 /** A screen at most this wide shows the text view (phones). */
@@ -27,6 +27,12 @@ const KEYS = [
   ["Ctrl-C", "\x03", "ctrl-c"],
 ];
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGTSTP", "SIGCONT", "SIGKILL"];
+
+/** The title the program set, as text (what hides in it shown as a marker). */
+function showTitle(el, title) {
+  replace(el, ...visible(title.slice(0, 200)));
+  el.title = title.slice(0, 1000);
+}
 
 /** The head of an agent's page: back, name, title, state (`state` its first). */
 function head(key, state) {
@@ -160,9 +166,9 @@ function xtermView(page, key, state) {
       term.reset();
       term.resize(screen.cols, screen.rows);
       term.write(screen.dump);
-      top.title.textContent = screen.title;
+      showTitle(top.title, screen.title);
     },
-    bytes: (bytes) => term && term.write(bytes),
+    text: (text) => term && term.write(text),
     size: (cols, rows) => term && term.resize(cols, rows),
     state: top.setState,
     notice: (text) => (notice.textContent = text),
@@ -205,8 +211,10 @@ function xtermView(page, key, state) {
           link.type(bytes);
         });
         term.focus();
+        // a click beside a terminal smaller than its box types into it too
+        screenEl.addEventListener("click", () => term.focus());
       }
-      term.onTitleChange((title) => (top.title.textContent = title));
+      term.onTitleChange((title) => showTitle(top.title, title));
       // what the tests (and a curious person's console) read: the buffer as text
       screenEl.terminalView = Object.freeze({
         lines: () => {
@@ -214,7 +222,8 @@ function xtermView(page, key, state) {
           const out = [];
           for (let row = 0; row < term.rows; row++) {
             const line = buffer.getLine(buffer.baseY + row);
-            out.push(line ? line.translateToString(true) : "");
+            // as host.screen's lines: trailing spaces stripped (written ones too)
+            out.push(line ? line.translateToString(true).replace(/ +$/, "") : "");
           }
           return out;
         },
@@ -320,10 +329,10 @@ function phoneView(page, key, state) {
     screen: (screen) => {
       text.textContent = screen.lines.join("\n");
       text.dataset.offset = String(screen.offset);
-      top.title.textContent = screen.title;
+      showTitle(top.title, screen.title);
       appCursor = applicationCursor(screen.dump);
     },
-    bytes: later,
+    text: later,
     size: later,
     state: top.setState,
     notice: (message) => (notice.textContent = message),

@@ -11,10 +11,16 @@
 import { agentPath, api, ApiError, Stream } from "./api.js";
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8"); // not fatal: what is not UTF-8 becomes U+FFFD
 
-/** The bytes of a `terminal` event (`data` text or `data_b64`), or null for garbage. */
-export function eventBytes(event) {
-  if (typeof event.data === "string") return encoder.encode(event.data);
+/**
+ * The text of a `terminal` event, or null for garbage. `data` is text; `data_b64` holds
+ * bytes that are not all UTF-8: decoded here with U+FFFD for what is not, as the host's
+ * emulator shows it (xterm.js would drop those bytes). The host never cuts a character
+ * across events, so each event decodes on its own.
+ */
+export function eventText(event) {
+  if (typeof event.data === "string") return event.data;
   if (typeof event.data_b64 !== "string") return null;
   let binary;
   try {
@@ -24,7 +30,7 @@ export function eventBytes(event) {
   }
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
+  return decoder.decode(bytes);
 }
 
 /** A whole number in [low, high], else null. */
@@ -61,7 +67,7 @@ export function checkScreen(value) {
 
 /**
  * The link of agent `key`. `on` holds what the view does: screen(screen) paints a
- * screen object, bytes(Uint8Array) writes output, size(cols, rows) applies a
+ * screen object, text(string) writes output, size(cols, rows) applies a
  * `terminal_size`, state(text) shows the agent's state, notice(text) tells the person.
  */
 export class TerminalLink {
@@ -176,8 +182,8 @@ export class TerminalLink {
     this.lastOffset = event.offset;
     this.record(event.offset);
     if (event.type === "terminal") {
-      const bytes = eventBytes(event);
-      if (bytes) this.on.bytes(bytes);
+      const text = eventText(event);
+      if (text !== null) this.on.text(text);
     } else if (event.type === "terminal_size") {
       const cols = whole(event.cols, 1, 1000);
       const rows = whole(event.rows, 1, 1000);
