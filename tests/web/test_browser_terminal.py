@@ -360,3 +360,28 @@ def test_a_phone_shows_the_screen_as_text_and_its_keys_type(
     assert "<03>" in (text.text_content() or "")
     # the phone never resized the terminal: it only shows it
     assert host_screen(gateway)["cols"] == 80
+
+
+def test_the_policy_watch_sees_a_violation(
+    browser: Browser, gateway: Gateway, host_factory: Callable[..., HostProc], tmp_path: Path
+) -> None:
+    """The check every page here ends with is not empty by construction: an inline
+    script is refused and seen; xterm.js's page shows none."""
+    start_tty(host_factory, tmp_path / "typed")
+    checked = Checked(browser, gateway, DESKTOP)
+    try:
+        log_in(checked.page, gateway.token or "")
+        open_terminal(checked.page)
+        assert checked.page.evaluate("() => window.__violations") == []
+        checked.page.evaluate(
+            """() => {
+                const s = document.createElement("script");
+                s.textContent = "window.__ran = 1";
+                document.body.appendChild(s);
+            }"""
+        )
+        wait_for(lambda: checked.page.evaluate("() => window.__violations.length") == 1)
+        assert checked.page.evaluate("() => window.__violations[0]").startswith("script-src")
+        assert checked.page.evaluate("() => window.__ran") is None
+    finally:
+        checked.context.close()
