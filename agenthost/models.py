@@ -676,7 +676,7 @@ RESPONSE_PAYLOADS: Final[dict[MessageType, type[BaseModel] | None]] = {
     MessageType.RESPOND: RespondResponse,
     MessageType.BUDGET: BudgetResponse,
     MessageType.RESUME: ResumeResponse,
-    MessageType.INPUT: SendResponse,
+    MessageType.INPUT: None,
     MessageType.RESIZE: ResizeResponse,
     MessageType.SIGNAL: SignalResponse,
     MessageType.SCREEN: Screen,

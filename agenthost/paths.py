@@ -144,6 +144,17 @@ def hosts_dir(home: Path) -> Path:
     return home / "hosts"
 
 
+def hooks_dir(home: Path) -> Path:
+    """The directory of terminal agents' hook sockets (private: a hook's token is the
+    second lock, not the only one)."""
+    return home / "hooks"
+
+
+def hook_socket_path(home: Path, agent_id: str) -> Path:
+    """The hook socket of a terminal agent (:mod:`agenthost.host.tuihooks`)."""
+    return hooks_dir(home) / f"{agent_id}.sock"
+
+
 def journals_dir(home: Path) -> Path:
     """The directory holding one journal directory per agent."""
     return home / "journal"

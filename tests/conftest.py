@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from daemontools import DaemonWorld, daemon_world
 from forkhosts import ExecdFactory
 from hosttools import HostProc, kill_tree, short_tmp_dir, start_host
 from sshtools import Sshd, start_sshd
@@ -77,3 +78,11 @@ def host_factory(
     yield factory
     for host in started:
         kill_tree(host.proc)
+
+
+@pytest.fixture
+def world(home: Path) -> Iterator[DaemonWorld]:
+    """A home with a subreaper for daemons; everything started in it is killed at
+    teardown."""
+    with daemon_world(home) as started:
+        yield started

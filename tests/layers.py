@@ -67,10 +67,17 @@ SANS_IO = (
     "agenthost.textsafe",
     "agenthost.sandbox.seccomp",
     "agenthost.sandbox.profiles",
+    "agenthost.terminal.chunks",
+    "agenthost.terminal.sizes",
+    "agenthost.terminal.replay",
+    "agenthost.terminal.asciicast",
+    "agenthost.agents.pty",
     "agenthost.sandbox.kinds",
     "agenthost.sandbox.bwrapargs",
     "agenthost.sandbox.allowlist",
     "agenthost.sandbox.proxyrules",
+    "agenthost.terminal.hookevents",
+    "agenthost.terminal.hooksetup",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

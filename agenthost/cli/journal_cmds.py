@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -40,11 +42,12 @@ def parse_duration(text: str) -> float:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "md", "events"]),
+    type=click.Choice(["jsonl", "md", "events", "asciicast", "text"]),
     default="jsonl",
     show_default=True,
     help="jsonl: one history entry per line; md: a readable transcript; events: every "
-    "stream event as journaled.",
+    "stream event as journaled; for terminal agents (--agent pty), asciicast: a "
+    "recording asciinema plays, text: what the terminal showed, as plain text.",
 )
 @click.option(
     "--output",
@@ -89,6 +92,9 @@ def _export(reader: Any, fmt: str, agent_id: str, out: IO[str]) -> None:
     # controls as \x1b, \u202e
     from agenthost.textsafe import escape_json
 
+    if fmt in ("asciicast", "text"):
+        _export_terminal(reader, fmt, agent_id, out)
+        return
     if fmt == "md":
         out.write(f"# Conversation of agent `{agent_id}`\n\n")
     for record in reader.iter_records():
@@ -103,6 +109,38 @@ def _export(reader: Any, fmt: str, agent_id: str, out: IO[str]) -> None:
             out.write(escape_json(json.dumps(entry, ensure_ascii=False)) + "\n")
         else:
             out.write(markdown(entry))
+
+
+def _terminal_events(reader: Any) -> Iterator[dict[str, Any]]:
+    for record in reader.iter_records():
+        if b'"type":"terminal' in record[:80]:
+            event = json.loads(record)
+            if isinstance(event, dict):
+                yield event
+
+
+def _export_terminal(reader: Any, fmt: str, agent_id: str, out: IO[str]) -> None:
+    from agenthost.errors import ConfigError
+    from agenthost.textsafe import LINES, escape, escape_json
+
+    events = _terminal_events(reader)
+    first = next(events, None)
+    if first is None:
+        raise ConfigError(
+            f"agent {agent_id!r} has no terminal output in its journal",
+            hint="asciicast and text are for terminal agents (--agent pty); try --format md",
+        )
+    if fmt == "asciicast":
+        from agenthost.terminal.asciicast import to_asciicast
+
+        # JSON keeps the escapes as \u001b; what a bidi control could hide is escaped
+        for line in to_asciicast(itertools.chain([first], events), title=agent_id):
+            out.write(escape_json(line))
+        return
+    from agenthost.terminal.replay import paint_all
+
+    for line in paint_all(itertools.chain([first], events)):
+        out.write(escape(line, LINES) + "\n")
 
 
 def markdown(entry: dict[str, Any]) -> str:

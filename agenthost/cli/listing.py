@@ -40,7 +40,9 @@ def _host_row(host: DiscoveredHost) -> list[str]:
     return [
         a.id,
         a.state,
-        (a.backend or "") + (f" [{a.sandbox}]" if a.sandbox else ""),
+        (a.backend or "")
+        + (f" {a.terminal.cols}x{a.terminal.rows}" if a.terminal else "")
+        + (f" [{a.sandbox}]" if a.sandbox else ""),
         a.project,
         a.task or "",
         str(a.pid or "-"),

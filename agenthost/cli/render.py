@@ -332,6 +332,7 @@ def render_status(status: StatusResponse, style: Style, branch: str | None = Non
         ("agent", escape(a.id)),
         ("state", _state(a.state, style)),
         ("backend", escape(a.backend or "")),
+        *([("terminal", f"{a.terminal.cols}x{a.terminal.rows}")] if a.terminal else []),
         ("pid", str(a.pid) if a.pid else "-"),
         ("project", escape(a.project or "-")),
         ("task", escape(a.task or "-")),

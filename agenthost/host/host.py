@@ -49,6 +49,7 @@ from agenthost.errors import (
     Busy,
     ConfigError,
     InvalidPayload,
+    ProtocolError,
     UnknownRequest,
 )
 from agenthost.host.process import AgentProcess, ExitStatus, SpawnError
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
     from agenthost.host.clientcalls import ClientCalls
     from agenthost.host.pauses import Pauses
     from agenthost.host.terminal import TerminalSide
+    from agenthost.host.tuihooks import TuiHooks
 
     # The models are imported where they are built: a host answers pings and reports
     # its events without them (agenthost.protocol says why).
@@ -270,8 +272,15 @@ class Host:
         self._stderr = LineSplitter(self.adapter.max_line_bytes)
         self.terminal: TerminalSide | None = None
         """A terminal agent's bytes, screen and size (``--agent pty``)."""
+        self.hooks: TuiHooks | None = None
+        """The hook socket of a terminal agent whose CLI reports through hooks."""
+        self._hooks_program = "none"
         if self.adapter.terminal:
-            self.terminal = self._terminal_side()
+            self._hooks_program = self._hook_program()
+            # Claude Code's hooks say every state; Codex's notify only a turn's end (and
+            # nothing at start): its other states come from the output's quiet too
+            self.terminal = self._terminal_side(heuristic=self._hooks_program != "claude")
+        self.stream.on_decided = self._decided
         self._send_keys: OrderedDict[str, int] = OrderedDict()
         self._stop_task: asyncio.Task[StopResult] | None = None
         self._shutdown: asyncio.Event | None = None
@@ -309,6 +318,9 @@ class Host:
             )
             if repair_note is not None:
                 self.stream.publish([ErrorNote(repair_note)])
+            if self.hooks is not None:
+                ensure_private_dir(self.hooks.path.parent)
+                await self.hooks.start()
             if self._stop_task is None:  # else a stop signal came while starting
                 if await self._make_sandbox():
                     self._spawn_agent()
@@ -381,7 +393,24 @@ class Host:
         log.info("sandbox.ready", profile=profile.name)
         return True
 
-    def _terminal_side(self) -> TerminalSide:
+    def _hook_program(self) -> str:
+        """``claude``, ``codex`` or ``none``: whose hooks report this terminal agent's
+        state (its program's name, or ``--agent-opt hooks=``)."""
+        from agenthost.host.tuihooks import TuiHooks
+        from agenthost.paths import hook_socket_path
+        from agenthost.terminal.hooksetup import detect_program
+
+        program = detect_program(self.argv, self.config.agent_params.get("hooks"))
+        if program != "none":
+            path = hook_socket_path(self.config.home, self.agent_id)
+            self.hooks = TuiHooks(path, self.stream.publish)
+            from agenthost.agents.pty import PtyAdapter
+
+            assert isinstance(self.adapter, PtyAdapter)
+            self.adapter.answer_hook = self.hooks.answer
+        return program
+
+    def _terminal_side(self, *, heuristic: bool) -> TerminalSide:
         from agenthost.host.terminal import TerminalIO, TerminalSide
 
         def records(start: int) -> Iterator[bytes]:
@@ -394,8 +423,9 @@ class Host:
             head=lambda: self.stream.ring.last_offset,
             resize=self.process.resize,
             records=records,
+            write=self._write_stdin,
         )
-        side = TerminalSide(io, self.config.size, heuristic=True)
+        side = TerminalSide(io, self.config.size, heuristic=heuristic)
         self.server.on_forget = side.left
         return side
 
@@ -419,9 +449,22 @@ class Host:
         # all when the host dies (agenthost.host.reaper)
         env[RUN_MARKER] = secrets.token_hex(8)
         self._agent_env = env  # terminals the agent starts get its environment
+        argv = self.argv
+        if self.hooks is not None:  # its CLI's settings for this run: hooks to our socket
+            from agenthost.pyargv import interpreter
+            from agenthost.terminal.hooksetup import hook_setup
+
+            argv, env = hook_setup(
+                self._hooks_program,
+                argv,
+                env,
+                str(self.hooks.path),
+                self.hooks.token,
+                [interpreter()],
+            )
         try:
             size = self.terminal.size if self.terminal is not None else None
-            pid = self.process.start(self.argv, self.worktree, env, self.sandbox, size)
+            pid = self.process.start(argv, self.worktree, env, self.sandbox, size)
         except SpawnError as exc:
             self._failed_start(exc)
             return
@@ -462,8 +505,15 @@ class Host:
             self.approvals = Approvals(
                 self.config.home, agent, self.stream, self.adapter, lambda: self.process.running
             )
-            self.stream.on_decided = self.approvals.decided
         return self.approvals
+
+    def _decided(self, request_id: str) -> None:
+        # a request stopped being pending: its ask timer goes, and a hook waiting on it
+        # is released
+        if self.approvals is not None:
+            self.approvals.decided(request_id)
+        if self.hooks is not None:
+            self.hooks.decided(request_id)
 
     def _pauses(self) -> Pauses:
         """The usage-limit pause (imported at the first usage limit)."""
@@ -549,6 +599,8 @@ class Host:
             self.pauses.clear()
         if self.process.running:
             await self.process.stop(self.config.stop_timeout, force=False)
+        if self.hooks is not None:
+            await self.hooks.close()
         await self.server.close()
         if self.calls is not None:  # no terminal of the agent outlives its host
             await self.calls.aclose()
@@ -754,7 +806,6 @@ class Host:
         return self.terminal
 
     def _input(self, conn: Connection, payload: InputRequest, request: Request) -> Reply:
-        from agenthost.models import SendResponse
         from agenthost.terminal.chunks import input_bytes
 
         terminal = self._terminal()
@@ -764,10 +815,13 @@ class Host:
                 f"the agent has not read {self.process.stdin_buffered} bytes of earlier "
                 "input; try again later"
             )
-        data = input_bytes(payload.data, payload.data_b64)
+        try:
+            data = input_bytes(payload.data, payload.data_b64)
+        except ProtocolError as exc:
+            raise InvalidPayload(exc.message) from None
         terminal.typed(conn)
         self._write_stdin(data)
-        return _answer(request, SendResponse(offset=None))
+        return _answer(request)
 
     def _resize(self, conn: Connection, payload: ResizeRequest, request: Request) -> Reply:
         from agenthost.models import ResizeResponse
@@ -887,6 +941,8 @@ class Host:
         offset = self.stream.publish(
             [Chat({"role": "user", "content": text}), *self.adapter.send(text)]
         )
+        if self.terminal is not None:
+            self.terminal.enter_soon()
         if key is not None:
             self._send_keys[key] = offset
             if len(self._send_keys) > _SEND_KEYS_KEPT:

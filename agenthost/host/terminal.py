@@ -13,7 +13,6 @@ events, resize and signal the process, read the journal).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,14 +21,18 @@ from typing import Any, Final
 import structlog
 
 from agenthost.agents.base import AdapterEvent, StateChange, TerminalOutput, TerminalResized
-from agenthost.errors import AgentHostError, InvalidPayload
+from agenthost.errors import InvalidPayload
 from agenthost.journal.segments import record_offset
-from agenthost.names import AgentState, EventType
-from agenthost.terminal.chunks import Utf8Chunker, event_bytes
+from agenthost.names import AgentState
+from agenthost.terminal.chunks import Utf8Chunker
+from agenthost.terminal.replay import paint, terminal_event
 from agenthost.terminal.screen import Screen
 from agenthost.terminal.sizes import SizePolicy
 
 log = structlog.get_logger("agenthost.terminal")
+
+ENTER_DELAY: Final = 0.2
+"""Seconds between a sent message's text and its Enter (see :meth:`TerminalSide.enter_soon`)."""
 
 QUIET: Final = 2.0
 """Seconds without output after which a terminal agent without hooks counts as
@@ -48,6 +51,8 @@ class TerminalIO:
     """Set the pseudo-terminal's size."""
     records: Callable[[int], Iterable[bytes]]
     """The journal's records from an offset on (empty without a journal)."""
+    write: Callable[[bytes], None]
+    """Type bytes into the terminal."""
 
 
 class TerminalSide:
@@ -122,6 +127,13 @@ class TerminalSide:
 
     # --- clients ------------------------------------------------------------------------
 
+    def enter_soon(self) -> None:
+        """Press Enter after :data:`ENTER_DELAY`: a message's text was just typed, and a
+        TUI that reads it with its carriage return in one read takes both for a paste
+        (Claude Code then inserts a newline instead of submitting)."""
+        loop = asyncio.get_running_loop()
+        loop.call_later(ENTER_DELAY, self.io.write, b"\r")
+
     def request_size(self, client: object, cols: int, rows: int) -> tuple[int, int]:
         """A client's size (the policy of :mod:`agenthost.terminal.sizes`): the size now."""
         self._apply(self.sizes.request(client, cols, rows))
@@ -157,9 +169,9 @@ class TerminalSide:
                 oldest = at
             if at is None or at > offset:
                 break
-            event = _terminal_event(record)
+            event = terminal_event(record)
             if event is not None:
-                _paint(screen, event)
+                paint(screen, event)
         if oldest is None or oldest > offset:
             raise InvalidPayload(
                 f"offset {offset} is no longer kept",
@@ -171,31 +183,6 @@ class TerminalSide:
 def replay(screen: Screen, records: Iterable[bytes]) -> None:
     """Paint every terminal event of ``records`` (journal records) on ``screen``."""
     for record in records:
-        event = _terminal_event(record)
-        if event is not None:
-            _paint(screen, event)
-
-
-def _terminal_event(record: bytes) -> dict[str, Any] | None:
-    # cheap test first: most records of a terminal agent are terminal events, but a
-    # state or chat entry never needs parsing here
-    if b'"type":"terminal' not in record[:80]:
-        return None
-    try:
-        event = json.loads(record)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
-
-
-def _paint(screen: Screen, event: dict[str, Any]) -> None:
-    kind = event.get("type")
-    try:
-        if kind == EventType.TERMINAL:
-            screen.feed(event_bytes(event))
-        elif kind == EventType.TERMINAL_SIZE:
-            cols, rows = event["cols"], event["rows"]
-            if isinstance(cols, int) and isinstance(rows, int):
-                screen.resize(cols, rows)
-    except (KeyError, AgentHostError) as exc:  # a damaged record: skip it, keep painting
-        log.warning("terminal.bad_record", error=str(exc))
+        event = terminal_event(record)
+        if event is not None and not paint(screen, event):
+            log.warning("terminal.bad_record", offset=event.get("offset"))

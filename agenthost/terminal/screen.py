@@ -38,6 +38,10 @@ class Screen:
         """The visible rows as text, trailing spaces removed."""
         return [line.text.rstrip() for line in self._vt.view()]
 
+    def all_lines(self) -> list[str]:
+        """The lines scrolled off (as many as the scrollback keeps), then the screen's."""
+        return [line.text.rstrip() for line in self._vt.lines()]
+
     def cursor(self) -> tuple[int, int, bool]:
         """``(col, row, visible)``."""
         cursor = self._vt.cursor

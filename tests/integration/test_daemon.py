@@ -11,7 +11,6 @@ import socket
 import stat
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,10 @@ from agenthost.cli.common import Exit
 from daemontools import (
     DaemonWorld,
     StreamCollector,
-    daemon_world,
     flood_command,
     read_stream,
 )
 from hosttools import PY, pid_gone, wait_for
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    """A home with a subreaper; everything started in it is killed at teardown."""
-    with daemon_world(home) as started:
-        yield started
 
 
 def events_of(frames: list[dict[str, Any]], agent_id: str) -> list[dict[str, Any]]:

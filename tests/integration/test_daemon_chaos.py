@@ -16,18 +16,14 @@ import os
 import signal
 import sqlite3
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from daemontools import (
     DaemonWorld,
     StreamCollector,
     cmdline_has,
-    daemon_world,
     flood_command,
     zombies,
 )
@@ -37,13 +33,6 @@ AGENTS = 20
 LINES = 2000  # per agent; at RATE lines/s the flood outlasts the daemon's restart
 RATE = 400
 RING = LINES + 500  # every event of a flood stays in its host's ring: asserted below
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    """A home with a subreaper; everything started in it is killed at teardown."""
-    with daemon_world(home) as started:
-        yield started
 
 
 def spawn_all(world: DaemonWorld, ids: list[str], command: list[str], **spec: Any) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,10 @@ import pytest
 from agenthost.cli.common import Exit
 from agenthost.lockfile import is_lock_held
 
-from daemontools import DaemonWorld, daemon_world
+from daemontools import DaemonWorld
 from hosttools import PY
 
 ECHO = [PY, "-u", "-c", "import sys\nfor line in sys.stdin: print(line, end='', flush=True)"]
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    with daemon_world(home) as started:
-        yield started
 
 
 def test_status_shows_the_daemon_and_stop_leaves_its_hosts_running(world: DaemonWorld) -> None:

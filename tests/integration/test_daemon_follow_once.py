@@ -10,7 +10,6 @@ before``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,10 @@ from agenthost.daemon.startup import scan_once
 from agenthost.daemon.supervisor import Supervisor
 
 from conftest import HostFactory
-from daemontools import DaemonWorld, StreamCollector, daemon_world, flood_command
+from daemontools import DaemonWorld, StreamCollector, flood_command
 
 AGENTS = 12
 LINES = 100
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    with daemon_world(home) as started:
-        yield started
 
 
 def test_a_rescan_racing_spawns_follows_each_agent_once(world: DaemonWorld) -> None:

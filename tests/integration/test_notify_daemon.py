@@ -17,14 +17,8 @@ from agenthost.attention.keys import link_key
 from agenthost.attention.links import verify
 from agenthost.paths import socket_path
 
-from daemontools import DaemonWorld, daemon_world
+from daemontools import DaemonWorld
 from hosttools import RawConn, wait_for
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    with daemon_world(home) as started:
-        yield started
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import socket
 import stat
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -481,12 +481,6 @@ def test_serve_env_secret_stays_out_of_everything_the_host_shows(home: Path) -> 
             os.kill(host_pid, signal.SIGTERM)
         wait_for(lambda: not (home / "hosts" / "s1.lock").exists(), what="host gone")
     assert secret_free(everything_in(home / "logs"), secret)  # its last words included
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    with daemon_world(home) as started:
-        yield started
 
 
 def test_daemon_env_secret_only_in_the_registry_spec(world: DaemonWorld) -> None:

@@ -30,6 +30,7 @@ from agenthost.daemon.worktrees import worktree_path
 from agenthost.journal.segments import META, segment_name
 from agenthost.paths import (
     default_home,
+    hook_socket_path,
     hosts_dir,
     journal_dir,
     journals_dir,
@@ -60,6 +61,7 @@ def home_files(home: Path) -> set[str]:
     AGENT for the agent id and SEGMENT for a journal segment; directories end in /."""
     files = {
         socket_path(home, AGENT),
+        hook_socket_path(home, AGENT),
         lock_path(home, AGENT),
         log_path(home, AGENT),
         journal_dir(home, AGENT) / META,
@@ -80,6 +82,7 @@ def home_files(home: Path) -> set[str]:
     files |= set(web_dir(home).glob("*")) - before
     dirs = {
         hosts_dir(home),
+        hook_socket_path(home, AGENT).parent,
         logs_dir(home),
         journals_dir(home),
         journal_dir(home, AGENT),

@@ -15,15 +15,9 @@ from notifysink import Sink, ntfy_actions, sink
 
 from agenthost.paths import socket_path
 
-from daemontools import DaemonWorld, daemon_world
+from daemontools import DaemonWorld
 from hosttools import DEADLINE, RawConn, wait_for
 from webtools import Gateway, start_gateway
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    with daemon_world(home) as started:
-        yield started
 
 
 @pytest.fixture

@@ -7,20 +7,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
-from daemontools import DaemonWorld, daemon_world
+from daemontools import DaemonWorld
 from hosttools import DEADLINE, PY, wait_for
-
-
-@pytest.fixture
-def world(home: Path) -> Iterator[DaemonWorld]:
-    with daemon_world(home) as started:
-        yield started
 
 
 def test_spawn_starts_the_daemon_and_the_agent_answers(world: DaemonWorld, tmp_path: Path) -> None:

@@ -1,0 +1,122 @@
+"""The real Claude Code (and Codex) TUI as a terminal agent (``--agent pty -- claude``) on a real
+host, against the fake Anthropic API: its hooks make the host's states and permission
+requests, which the approval policy or a person (``host.respond``) answers; the answer
+goes back through the hook (docs/terminal.md, "Claude Code and Codex in their TUIs").
+
+Skipped without the CLI unless ``AGENTHOST_E2E_REQUIRED=1`` (CI).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: F811 (the fixtures imported from asking.py are parameters of the tests)
+from pathlib import Path
+
+from asking import anthropic, claude_bin, dirs  # noqa: F401 (fixtures)
+from claude_env import ClaudeDirs, claude_env
+from clis import require_cli
+from codex_env import CodexEnv
+from fakes.anthropic import FakeAnthropic, text, tool_use
+from fakes.openai import FakeOpenAI
+from fakes.openai import text as codex_text
+from test_hooks_tui import WRITE_COMMAND, first_run_done
+
+from conftest import HostFactory
+from hosttools import HostProc, history, wait_for
+
+TIMEOUT = 60.0
+
+
+def tui(
+    host_factory: HostFactory, claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic
+) -> HostProc:
+    env = claude_env(anthropic.url, dirs)
+    first_run_done(dirs, env["ANTHROPIC_API_KEY"])
+    command = [str(claude_bin), "--model", "claude-sonnet-4-5"]
+    host = host_factory(
+        "tui", "--agent", "pty", "--cwd", str(dirs.worktree), command=command, env=env
+    )
+    host.wait_state("idle", timeout=TIMEOUT)  # SessionStart: at its prompt
+    return host
+
+
+def screen_text(host: HostProc) -> str:
+    with host.raw() as conn:
+        return "\n".join(conn.request("host.screen")["payload"]["lines"])
+
+
+def test_a_person_answers_the_tui_through_host_respond(
+    host_factory: HostFactory, claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic
+) -> None:
+    anthropic.add(
+        tool_use("Bash", {"command": WRITE_COMMAND, "description": "Make a marker"}),
+        text("Marker made."),
+    )
+    host = tui(host_factory, claude_bin, dirs, anthropic)
+    wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
+    with host.raw() as conn:
+        assert conn.request("host.send", {"input": "Please make a marker file"})["success"]
+    host.wait_state("waiting", timeout=TIMEOUT)
+    with host.raw() as conn:
+        (request,) = conn.request("host.pending")["payload"]["requests"]
+        assert request["tool_name"] == "Bash" and request["input"]["command"] == WRITE_COMMAND
+        answer = conn.request(
+            "host.respond", {"request_id": request["request_id"], "behavior": "allow"}
+        )
+        assert answer["success"], answer
+    host.wait_state("idle", timeout=TIMEOUT)  # Stop: the turn ended
+    wait_for(lambda: "Marker made." in screen_text(host), TIMEOUT, "the answer on screen")
+    assert (dirs.worktree / "marker.txt").exists()
+    entries = history(host)
+    assert entries[0]["role"] == "user" and entries[0]["content"] == "Please make a marker file"
+    assert any(e["role"] == "permission" and "allowed" in e["content"] for e in entries)
+
+
+def test_a_deny_rule_answers_the_tui_through_its_hook(
+    home: Path,
+    host_factory: HostFactory,
+    claude_bin: Path,
+    dirs: ClaudeDirs,
+    anthropic: FakeAnthropic,
+) -> None:
+    (home / "config.toml").write_text(
+        '[[policy.rule]]\ntool = "Bash"\ncommand = "touch *"\ndecision = "deny"\n'
+    )
+    anthropic.add(
+        tool_use("Bash", {"command": WRITE_COMMAND, "description": "Make a marker"}),
+        text("Understood, no marker."),
+    )
+    host = tui(host_factory, claude_bin, dirs, anthropic)
+    wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
+    with host.raw() as conn:
+        assert conn.request("host.send", {"input": "Please make a marker file"})["success"]
+    wait_for(lambda: "Understood, no marker." in screen_text(host), TIMEOUT, "the model's answer")
+    assert not (dirs.worktree / "marker.txt").exists()
+    decisions = [e for e in history(host) if e["role"] == "permission"]
+    assert decisions and "denied by policy" in decisions[0]["content"], decisions
+    # the model was told why, through the hook's answer
+    result = anthropic.turn_requests()[1].body["messages"][-1]["content"][0]
+    assert result["is_error"] is True
+
+
+def test_codex_tui_is_idle_after_its_turn(host_factory: HostFactory) -> None:
+    codex = require_cli("codex")
+    with FakeOpenAI([codex_text("Hello from the fake model.")]) as server:
+        env = CodexEnv.create(server.url)
+        try:
+            with env.config_path.open("a") as config:  # the folder's trust screen
+                config.write(f'\n[projects."{env.workdir}"]\ntrust_level = "trusted"\n')
+            host = host_factory(
+                "cx", "--agent", "pty", "--cwd", str(env.workdir), command=[str(codex)], env=env.env
+            )
+            wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
+            host.wait_state("idle", timeout=TIMEOUT)  # quiet at its prompt
+            with host.raw() as conn:
+                assert conn.request("host.send", {"input": "Say hello"})["success"]
+                assert conn.request("host.status")["payload"]["agent"]["state"] == "running"
+            wait_for(
+                lambda: "Hello from the fake model." in screen_text(host), TIMEOUT, "the answer"
+            )
+            host.wait_state("idle", timeout=TIMEOUT)  # notify: the turn completed
+            assert host.agent()["session_id"]  # the thread Codex named in its notify
+        finally:
+            env.cleanup()
