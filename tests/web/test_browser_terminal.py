@@ -385,3 +385,34 @@ def test_the_policy_watch_sees_a_violation(
         assert checked.page.evaluate("() => window.__ran") is None
     finally:
         checked.context.close()
+
+
+def test_events_the_host_no_longer_keeps_are_repainted_from_its_screen(
+    pages: Callable[..., Page],
+    gateway: Gateway,
+    gateway_factory: GatewayFactory,
+    host_factory: Callable[..., HostProc],
+    tmp_path: Path,
+) -> None:
+    """A ring of 4 events and no journal: what the program painted while the page was
+    away is gone from the stream (a ``truncated`` event), so the page paints the host's
+    screen again and goes on after it."""
+    log = tmp_path / "typed"
+    host = start_tty(host_factory, log, "t1", "--ring-size", "4", "--no-journal")
+    page = pages()
+    open_terminal(page)
+    wait_same(page, gateway)
+    gateway.stop(signal.SIGKILL)
+    with host.raw() as conn:
+        for n in range(10):  # one at a time: each its own line, its own event
+            assert conn.request("host.input", {"data": f"k{n}"})["success"]
+            wait_for(lambda n=n: typed(log).endswith(f"k{n}".encode()))
+    again = start_again(gateway, gateway_factory)
+    again.token = gateway.token
+    wait_same(page, again)
+    applied = xterm(page, "applied")
+    screens = [i for i, a in enumerate(applied) if isinstance(a, str)]
+    assert len(screens) == 2, applied
+    second = int(applied[screens[1]].split()[1])
+    after = applied[screens[1] + 1 :]
+    assert after == list(range(second + 1, second + 1 + len(after))), applied
