@@ -14,7 +14,7 @@ PACKAGE_STAMP := $(VENV)/.package
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench bench-daemon reliability soak clean e2e-clis \
-	install uninstall
+	install uninstall vendor-xterm
 
 # `make install` puts the command on the user's PATH: a virtualenv of its own under
 # $(PREFIX)/share/agenthost (a regular, byte-compiled install of this checkout, so it keeps
@@ -35,6 +35,13 @@ $(PACKAGE_STAMP): pyproject.toml
 $(STAMP): $(PACKAGE_STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
+
+## The page's terminal (xterm.js and its fit addon) again from the npm registry with
+## `npm pack`, each tarball checked against the SHA-512 pinned in
+## agenthost/web/static/vendor/xterm/VERSIONS.json. Another version:
+## `$(PY) scripts/vendor_xterm.py --xterm X --fit Y`.
+vendor-xterm: $(PACKAGE_STAMP)
+	$(PY) scripts/vendor_xterm.py
 
 ## Run the built-in demo agent in a host and attach to it (Ctrl-] detaches).
 ## Needs only the package: a first `make demo` installs nothing for the tests.

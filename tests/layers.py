@@ -53,6 +53,7 @@ SANS_IO = (
     "agenthost.remote",
     "agenthost.web.access",
     "agenthost.web.payloads",
+    "agenthost.web.termbodies",
     "agenthost.web.limits",
     "agenthost.web.linkpage",
     "agenthost.config",

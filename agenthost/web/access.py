@@ -19,9 +19,11 @@ from typing import Final, Literal, TypeAlias
 
 from agenthost.attention.links import LINK_PATH
 
-Scope: TypeAlias = Literal["read", "send", "respond", "admin"]
-SCOPES: Final[tuple[Scope, ...]] = ("read", "send", "respond", "admin")
-"""Every scope includes ``read``; ``admin`` includes them all."""
+Scope: TypeAlias = Literal["read", "send", "respond", "control", "admin"]
+SCOPES: Final[tuple[Scope, ...]] = ("read", "send", "respond", "control", "admin")
+"""Every scope includes ``read``; ``admin`` includes them all. ``control`` sends signals
+to a terminal agent's foreground processes (``SIGKILL`` among them: more than the
+``send`` of keys and messages, less than ``admin``'s stop and spawn)."""
 
 TOKEN_PREFIX: Final = "aht_"
 """Tokens start with it, so secret scanners and people can tell one when they see it."""

@@ -3,6 +3,7 @@ Events and the static page. :func:`make_app` builds it around a :class:`Gateway`
 
 from __future__ import annotations
 
+import mimetypes
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound
-from agenthost.web import access, handlers, links
+from agenthost.web import access, handlers, links, terminal
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
 from agenthost.web.gateway import (
     Gateway,
@@ -45,6 +46,9 @@ from agenthost.web.tokens import TokenRecord
 log = structlog.get_logger("agenthost.web")
 
 STATIC: Final = Path(__file__).parent / "static"
+# The vendored xterm.js is an ES module (.mjs): a browser runs a module only when it is
+# served as JavaScript, whatever the system's mime.types says of the extension.
+mimetypes.add_type("text/javascript", ".mjs")
 SECURITY_HEADERS: Final = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -203,6 +207,10 @@ def routes(gw: Gateway) -> list[BaseRoute]:
         Route(agent + "/interrupt", e("send", handlers.interrupt), methods=["POST"]),
         Route(agent + "/respond", e("respond", handlers.respond), methods=["POST"]),
         Route(agent + "/stop", e("admin", handlers.stop), methods=["POST"]),
+        Route(agent + "/screen", e("read", terminal.screen), methods=["GET"]),
+        Route(agent + "/input", e("send", terminal.input_), methods=["POST"]),
+        Route(agent + "/resize", e("send", terminal.resize), methods=["POST"]),
+        Route(agent + "/signal", e("control", terminal.signal), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
 

@@ -24,6 +24,7 @@ from agenthost.errors import (
     ProtocolError,
     RequestTimeout,
     UnknownRequest,
+    UnknownType,
 )
 from agenthost.paths import validate_agent_id
 
@@ -70,6 +71,8 @@ def from_library(exc: AgentHostError) -> HttpError:
         (DaemonStartError, 502, "daemon_start_failed"),
         (UnknownRequest, 404, "unknown_request"),
         (InvalidPayload, 400, "invalid_payload"),
+        # a host older than the request (host.screen and friends are 1.7)
+        (UnknownType, 409, "unsupported"),
         (ConfigError, 400, "invalid_payload"),
         (RequestTimeout, 504, "host_timeout"),
         (NotConnected, 502, "host_gone"),

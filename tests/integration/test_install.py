@@ -118,6 +118,10 @@ def assert_installed_gateway_serves_the_page(env: dict[str, str]) -> None:
             assert page.status == 200 and b"<html" in page.read().lower()
         with urllib.request.urlopen(url + "static/app.js", timeout=10) as script:
             assert script.status == 200
+        # the vendored terminal (xterm.js), its stylesheet and its licence ship too
+        for name in ("xterm.mjs", "addon-fit.mjs", "xterm.css", "LICENSE", "VERSIONS.json"):
+            with urllib.request.urlopen(f"{url}static/vendor/xterm/{name}", timeout=10) as got:
+                assert got.status == 200 and got.read(), name
         ask = urllib.request.Request(
             url + "api/agents", headers={"Authorization": f"Bearer {token}"}
         )

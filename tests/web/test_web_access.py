@@ -50,7 +50,8 @@ SECRET = b"k" * 64
         (["read"], {"read"}),
         (["send"], {"read", "send"}),
         (["respond", "send"], {"read", "send", "respond"}),
-        (["admin"], {"read", "send", "respond", "admin"}),
+        (["admin"], {"read", "send", "respond", "control", "admin"}),
+        (["control"], {"read", "control"}),
         (["root", "READ", ""], {"read"}),
     ],
 )

@@ -14,7 +14,10 @@ def test_first_start_prints_an_admin_token_and_me_names_it(gateway: Gateway) -> 
     assert gateway.token is not None and gateway.token.startswith("aht_")
     me = gateway.client().get("/api/me")
     assert me.status_code == 200
-    assert me.json() == {"name": "admin", "scopes": ["read", "send", "respond", "admin"]}
+    assert me.json() == {
+        "name": "admin",
+        "scopes": ["read", "send", "respond", "control", "admin"],
+    }
 
 
 def test_agents_lists_the_hosts_with_key_and_machine(

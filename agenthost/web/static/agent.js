@@ -5,6 +5,7 @@
 import { agentPath, api, ApiError, Stream } from "./api.js";
 import { Conversation, stateClass } from "./conversation.js";
 import { dollars, h, replace } from "./dom.js";
+import { showTerminal } from "./terminal.js";
 
 /** Events the page asks for when it opens an agent (older ones stay in history). */
 const TAIL = 500;
@@ -16,6 +17,9 @@ export function showAgent(page, key) {
   let backend = "";
   let closed = false;
   let stream = null;
+  /** The terminal's view, for a terminal agent (its status has `terminal`). */
+  let terminal = null;
+  let isTerminal = false;
 
   const name = h("span", { class: "name" }, key);
   const badge = h("span", { class: "badge", id: "agent-state" }, "…");
@@ -176,6 +180,7 @@ export function showAgent(page, key) {
     const agent = status.agent && typeof status.agent === "object" ? status.agent : {};
     const text = (...values) => values.find((v) => typeof v === "string" && v) || "";
     if (typeof agent.backend === "string") backend = agent.backend;
+    isTerminal = Boolean(agent.terminal && typeof agent.terminal === "object");
     name.textContent = text(agent.id, key);
     const at = key.indexOf("@");
     const where = text(status.machine, at >= 0 ? key.slice(at + 1) : "");
@@ -329,7 +334,13 @@ export function showAgent(page, key) {
 
   // The status first: which events are the conversation depends on the backend.
   refreshStatus().then((found) => {
-    if (found && !closed) stream = open();
+    if (!found || closed) return;
+    if (isTerminal) {
+      conversation.unwatch();
+      terminal = showTerminal(page, key, badge.dataset.state);
+    } else {
+      stream = open();
+    }
   });
 
   return {
@@ -337,6 +348,7 @@ export function showAgent(page, key) {
       closed = true;
       conversation.unwatch();
       if (stream) stream.close();
+      if (terminal) terminal.close();
     },
   };
 }
