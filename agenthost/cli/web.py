@@ -11,6 +11,10 @@ import click
 from agenthost.cli.common import handle_errors, home_option, json_option, print_json
 from agenthost.log import LEVELS
 
+SCOPES = ("read", "send", "respond", "control", "admin")
+"""agenthost.web.access.SCOPES, without importing the gateway's access rules (a test
+checks they agree)."""
+
 if TYPE_CHECKING:
     from agenthost.web.tokens import TokenStore
 
@@ -156,9 +160,10 @@ def _store(home: Path | None) -> TokenStore:
     "--scope",
     "scopes",
     multiple=True,
-    type=click.Choice(["read", "send", "respond", "admin"]),
-    help="What the token may do (repeatable; default read). Every scope includes read; "
-    "admin includes all.",
+    type=click.Choice(SCOPES),
+    help="What the token may do (repeatable; default read): read, send (messages, a "
+    "terminal's keys and size), respond, control (signals to a terminal agent), admin. "
+    "Every scope includes read; admin includes all.",
 )
 @home_option
 @handle_errors
