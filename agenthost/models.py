@@ -36,9 +36,9 @@ from agenthost.governance.budget import USD_MAX, usd_limit
 # re-exported: the names were defined here before they moved to a module of their own
 from agenthost.names import FINAL_STATES as FINAL_STATES
 from agenthost.names import MESSAGE_SINCE as MESSAGE_SINCE
+from agenthost.names import TERMINAL_COLS, TERMINAL_ROWS, TERMINAL_SIGNALS, MessageType
 from agenthost.names import AgentState as AgentState
 from agenthost.names import EventType as EventType
-from agenthost.names import MessageType
 from agenthost.timefmt import format_datetime
 
 
@@ -435,23 +435,22 @@ class InputRequest(PeerModel):
 class ResizeRequest(PeerModel):
     """``host.resize`` (1.7): the size of the client's terminal, in cells."""
 
-    cols: StrictInt = Field(ge=2, le=1000)
-    rows: StrictInt = Field(ge=1, le=1000)
+    cols: StrictInt = Field(ge=TERMINAL_COLS[0], le=TERMINAL_COLS[1])
+    rows: StrictInt = Field(ge=TERMINAL_ROWS[0], le=TERMINAL_ROWS[1])
 
 
-SignalName = Literal[
-    "SIGINT",
-    "SIGQUIT",
-    "SIGTERM",
-    "SIGHUP",
-    "SIGTSTP",
-    "SIGCONT",
-    "SIGWINCH",
-    "SIGUSR1",
-    "SIGUSR2",
-    "SIGKILL",
+def _terminal_signal(name: str) -> str:
+    if name not in TERMINAL_SIGNALS:
+        raise ValueError(f"not a signal host.signal sends: {', '.join(TERMINAL_SIGNALS)}")
+    return name
+
+
+SignalName = Annotated[
+    StrictStr,
+    AfterValidator(_terminal_signal),
+    WithJsonSchema({"type": "string", "enum": list(TERMINAL_SIGNALS)}),
 ]
-"""What ``host.signal`` may send."""
+"""What ``host.signal`` may send (:data:`agenthost.names.TERMINAL_SIGNALS`)."""
 
 
 class SignalRequest(PeerModel):

@@ -96,3 +96,24 @@ class AgentState(StrEnum):
 
 
 FINAL_STATES: Final = frozenset({AgentState.DONE, AgentState.ERROR})
+
+
+TERMINAL_SIGNALS: Final = (
+    "SIGINT",
+    "SIGQUIT",
+    "SIGTERM",
+    "SIGHUP",
+    "SIGTSTP",
+    "SIGCONT",
+    "SIGWINCH",
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGKILL",
+)
+"""(1.7) What ``host.signal`` may send to a terminal agent's foreground process group."""
+
+TERMINAL_COLS: Final = (2, 1000)
+"""(1.7) The columns a terminal may have, at least and at most."""
+
+TERMINAL_ROWS: Final = (1, 1000)
+"""(1.7) The rows a terminal may have, at least and at most."""

@@ -50,11 +50,12 @@ from agenthost.agents.base import (
     StateChange,
     TurnResult,
     Write,
+    given_command,
     turn_failed,
     turn_interrupted,
 )
 from agenthost.agents.streamjson import clip, obj
-from agenthost.errors import ConfigError, InvalidPayload
+from agenthost.errors import InvalidPayload
 from agenthost.protocol import AgentState
 
 CLIENT_CAPABILITIES: Final = {
@@ -114,12 +115,7 @@ class AcpAdapter(Adapter):
     # --- what the host asks ------------------------------------------------------------
 
     def build_command(self, command: Sequence[str]) -> list[str]:
-        if not command:
-            raise ConfigError(
-                "the acp agent needs its command line",
-                hint="e.g. agenthost serve --agent acp -- gemini --acp",
-            )
-        return list(command)
+        return given_command(self.kind, command, "gemini --acp")
 
     def environment(self) -> dict[str, str]:
         """``IS_SANDBOX=1`` in place of another "yes" (``IS_SANDBOX=yes`` makes Claude's

@@ -177,6 +177,17 @@ class TerminalResized:
     rows: int
 
 
+def given_command(kind: str, command: Sequence[str], example: str) -> list[str]:
+    """The command after ``--`` of an agent kind that runs whatever it is given, or the
+    ConfigError that says it needs one (``example``: what to put after ``--``)."""
+    if not command:
+        raise ConfigError(
+            f"the {kind} agent needs a command",
+            hint=f"put it after --, e.g. --agent {kind} -- {example} (with serve or run)",
+        )
+    return list(command)
+
+
 AdapterEvent = (
     Output
     | TerminalOutput

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agenthost.agents.base import Adapter
-from agenthost.errors import ConfigError
+from agenthost.agents.base import Adapter, given_command
 
 
 class LinesAdapter(Adapter):
@@ -14,9 +13,4 @@ class LinesAdapter(Adapter):
     kind = "lines"
 
     def build_command(self, command: Sequence[str]) -> list[str]:
-        if not command:
-            raise ConfigError(
-                "the lines agent needs a command",
-                hint="put it after --, e.g. --agent lines -- bash (with serve or run)",
-            )
-        return list(command)
+        return given_command(self.kind, command, "bash")

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from agenthost.agents.base import Adapter, AdapterEvent, PermissionAsk, StateChange
-from agenthost.errors import ConfigError
+from agenthost.agents.base import Adapter, AdapterEvent, PermissionAsk, StateChange, given_command
 from agenthost.protocol import AgentState
 
 TERM: str = "xterm-256color"
@@ -33,12 +32,7 @@ class PtyAdapter(Adapter):
     host, :mod:`agenthost.host.tuihooks`). Never into the terminal."""
 
     def build_command(self, command: Sequence[str]) -> list[str]:
-        if not command:
-            raise ConfigError(
-                "the pty agent needs a command",
-                hint="put it after --, e.g. --agent pty -- vim (with serve or run)",
-            )
-        return list(command)
+        return given_command(self.kind, command, "vim")
 
     def environment(self) -> dict[str, str]:
         return {"TERM": TERM, "COLORTERM": "truecolor"}

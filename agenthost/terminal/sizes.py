@@ -12,11 +12,12 @@ import re
 from typing import Final
 
 from agenthost.errors import ConfigError
+from agenthost.names import TERMINAL_COLS
 
 DEFAULT_SIZE: Final = (80, 24)
 """The terminal's size until a client tells its own."""
 
-MAX_CELLS: Final = 1000
+MAX_CELLS: Final = TERMINAL_COLS[1]
 """Columns or rows at most."""
 
 _SIZE = re.compile(r"([0-9]{1,4})x([0-9]{1,4})")

@@ -8,23 +8,13 @@ import base64
 import binascii
 from typing import Any, Final
 
+from agenthost.names import TERMINAL_COLS, TERMINAL_ROWS, TERMINAL_SIGNALS
 from agenthost.web.payloads import bad_request, fields
 
-SIGNALS: Final = (
-    "SIGINT",
-    "SIGQUIT",
-    "SIGTERM",
-    "SIGHUP",
-    "SIGTSTP",
-    "SIGCONT",
-    "SIGWINCH",
-    "SIGUSR1",
-    "SIGUSR2",
-    "SIGKILL",
-)
+SIGNALS: Final = TERMINAL_SIGNALS
 """The signals ``host.signal`` sends to the terminal's foreground process group."""
-COLS: Final = (2, 1000)
-ROWS: Final = (1, 1000)
+COLS: Final = TERMINAL_COLS
+ROWS: Final = TERMINAL_ROWS
 
 
 def input_body(obj: dict[str, Any]) -> dict[str, str]:

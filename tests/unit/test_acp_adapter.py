@@ -162,7 +162,7 @@ def test_registered_as_acp_and_needs_a_command() -> None:
     adapter = make_adapter("acp")
     assert adapter.structured and not adapter.passthrough and adapter.resumable
     assert adapter.build_command(["gemini", "--acp"]) == ["gemini", "--acp"]
-    with pytest.raises(ConfigError, match="needs its command"):
+    with pytest.raises(ConfigError, match="needs a command"):
         adapter.build_command([])
     with pytest.raises(ConfigError, match="unknown option"):
         make_adapter("acp", AdapterOptions(params={"sandbox": "x"}))
