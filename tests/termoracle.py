@@ -62,23 +62,40 @@ def node_path() -> str:
     return os.pathsep.join(str(root) for root in roots)
 
 
-def run_oracle(chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 1000) -> OracleScreen:
-    """The oracle's screen after ``chunks`` on a ``cols`` x ``rows`` terminal."""
-    items: list[object] = [
+def _items(chunks: Sequence[Chunk]) -> list[object]:
+    return [
         list(chunk) if isinstance(chunk, tuple) else base64.b64encode(chunk).decode()
         for chunk in chunks
     ]
+
+
+def run_oracle(chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 1000) -> OracleScreen:
+    """The oracle's screen after ``chunks`` on a ``cols`` x ``rows`` terminal."""
+    return run_oracles([(chunks, cols, rows)], scrollback)[0]
+
+
+def run_oracles(
+    cases: Sequence[tuple[Sequence[Chunk], int, int]], scrollback: int = 1000
+) -> list[OracleScreen]:
+    """:func:`run_oracle` for each ``(chunks, cols, rows)``, in one Node process."""
+    batch = [
+        {"cols": cols, "rows": rows, "scrollback": scrollback, "chunks": _items(chunks)}
+        for chunks, cols, rows in cases
+    ]
     result = subprocess.run(
-        ["node", str(SCRIPT), str(cols), str(rows), "--chunks", "--scrollback", str(scrollback)],
-        input=json.dumps(items).encode(),
+        ["node", str(SCRIPT), "--batch"],
+        input=json.dumps(batch).encode(),
         capture_output=True,
         env={**os.environ, "NODE_PATH": node_path()},
-        timeout=120,
+        timeout=300,
         check=False,
     )
     if result.returncode != 0:
         raise RuntimeError(f"xterm oracle failed: {result.stderr.decode(errors='replace')}")
-    data = json.loads(result.stdout)
+    return [_screen(data) for data in json.loads(result.stdout)]
+
+
+def _screen(data: dict[str, Any]) -> OracleScreen:
     cursor = data["cursor"]
     return OracleScreen(
         cols=data["cols"],
@@ -95,8 +112,16 @@ def run_oracle(chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 
 def oracle_screen(chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 1000) -> OracleScreen:
     """For a test: :func:`run_oracle`, or skip the test when the oracle is unavailable
     (fail it in CI)."""
+    return oracle_screens([(chunks, cols, rows)], scrollback)[0]
+
+
+def oracle_screens(
+    cases: Sequence[tuple[Sequence[Chunk], int, int]], scrollback: int = 1000
+) -> list[OracleScreen]:
+    """For a test: :func:`run_oracles`, or skip the test when the oracle is
+    unavailable (fail it in CI)."""
     try:
-        return run_oracle(chunks, cols, rows, scrollback)
+        return run_oracles(cases, scrollback)
     except OracleUnavailable as exc:
         unavailable(f"the xterm.js oracle is unavailable: {exc}")
         raise  # not reached: unavailable() always raises

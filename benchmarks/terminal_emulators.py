@@ -1,0 +1,623 @@
+"""Headless terminal emulators measured side by side (issue 30): which one keeps the
+screen of a terminal agent.
+
+``.venv/bin/python benchmarks/terminal_emulators.py`` prints a table: for each candidate
+the correctness against the oracle (``@xterm/headless`` fed the same bytes, installed
+by ``make e2e-clis``), on the recordings of real TUIs in tests/fixtures/tty/ at each of
+their marks and on synthetic cases; the CPU seconds per MB fed; the PSS of a process
+holding one emulator with 1000 lines of scrollback after a flood; and the CPU of each
+hostile input. ``--python PY`` adds an interpreter for the candidates that do not
+install on ours (par-term-emu-core-rust needs Python 3.12); ``--json FILE`` keeps the
+figures. Every candidate runs in a process of its own (``--worker``), so that its
+memory is its own and a crash or a hang costs only its row.
+
+Candidates: pyte (pure Python), pyavt (asciinema's avt, Rust), pyghostty (Ghostty's
+libghostty-vt, Zig, through cffi), par-term-emu-core-rust (Rust). Each is used the
+way agenthost/terminal/screen.py would use it: bytes decoded by an incremental UTF-8
+decoder with ``replace`` where the library takes text, fed in chunks of at most 64 KiB
+(the host's chunk), visible rows read as text with trailing spaces stripped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import codecs
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CHUNK = 65536
+SCROLLBACK = 1000
+
+# --- the candidates (imported only inside a worker) -----------------------------------
+
+
+class Candidate:
+    """One emulator behind the interface the benchmark needs."""
+
+    name = ""
+
+    def __init__(self, cols: int, rows: int, scrollback: int = SCROLLBACK) -> None:
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def resize(self, cols: int, rows: int) -> None:
+        raise NotImplementedError
+
+    def lines(self) -> list[str]:
+        raise NotImplementedError
+
+    def cursor(self) -> tuple[int, int, bool]:
+        raise NotImplementedError
+
+    def history(self) -> list[str]:
+        """The scrollback rows (the normal screen's rows above the visible ones)."""
+        return []
+
+
+class Pyte(Candidate):
+    name = "pyte"
+
+    def __init__(self, cols: int, rows: int, scrollback: int = SCROLLBACK) -> None:
+        super().__init__(cols, rows)
+        import pyte
+
+        self.screen = pyte.HistoryScreen(cols, rows, history=scrollback, ratio=0.5)
+        self.stream = pyte.Stream(self.screen)
+
+    def feed(self, data: bytes) -> None:
+        self.stream.feed(self.decoder.decode(data))
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.screen.resize(rows, cols)
+
+    def lines(self) -> list[str]:
+        return [line.rstrip() for line in self.screen.display]
+
+    def cursor(self) -> tuple[int, int, bool]:
+        c = self.screen.cursor
+        return (c.x, c.y, not c.hidden)
+
+    def history(self) -> list[str]:
+        cols = self.screen.columns
+        return [
+            "".join(line[x].data for x in range(cols) if x in line).rstrip()
+            for line in self.screen.history.top
+        ]
+
+
+class Avt(Candidate):
+    name = "pyavt"
+
+    def __init__(self, cols: int, rows: int, scrollback: int = SCROLLBACK) -> None:
+        super().__init__(cols, rows)
+        import avt
+
+        self.vt = avt.Vt(cols, rows, scrollback)
+
+    def feed(self, data: bytes) -> None:
+        self.vt.feed_str(self.decoder.decode(data))
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.vt.resize(cols, rows)
+
+    def lines(self) -> list[str]:
+        return [line.text.rstrip() for line in self.vt.view()]
+
+    def cursor(self) -> tuple[int, int, bool]:
+        c = self.vt.cursor
+        return (c.col, c.row, c.visible)
+
+    def history(self) -> list[str]:
+        every = self.vt.lines()
+        return [line.text.rstrip() for line in every[: len(every) - self.vt.size[1]]]
+
+
+class Ghostty(Candidate):
+    name = "pyghostty"
+
+    def __init__(self, cols: int, rows: int, scrollback: int = SCROLLBACK) -> None:
+        super().__init__(cols, rows)
+        import pyghostty
+
+        self.term = pyghostty.Terminal(cols, rows, scrollback)
+
+    def feed(self, data: bytes) -> None:
+        self.term.feed(data)  # it takes bytes and decodes UTF-8 itself
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.term.resize(cols, rows)
+
+    def lines(self) -> list[str]:
+        rows = self.term.size[1]
+        text = self.term.text().split("\n")
+        return (text + [""] * rows)[:rows]
+
+    def cursor(self) -> tuple[int, int, bool]:
+        x, y = self.term.cursor
+        return (x, y, bool(self.term.get("cursor_visible", "bool")))
+
+
+class ParTerm(Candidate):
+    name = "par-term-emu-core-rust"
+
+    def __init__(self, cols: int, rows: int, scrollback: int = SCROLLBACK) -> None:
+        super().__init__(cols, rows)
+        import par_term_emu_core_rust as pt
+
+        self.pt = pt
+        self.term = pt.Terminal(cols, rows, scrollback=scrollback)
+
+    def feed(self, data: bytes) -> None:
+        self.term.process(data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.term.resize(cols, rows)
+
+    def lines(self) -> list[str]:
+        # content() is the active screen (get_line reads the primary one); a wide
+        # character is followed by a space for its second cell, which we drop.
+        rows = self.term.size()[1]
+        out = []
+        for line in self.term.content().split("\n")[:rows]:
+            chars, skip = [], False
+            for ch in line:
+                if skip:
+                    skip = False
+                    if ch == " ":
+                        continue
+                chars.append(ch)
+                skip = self.pt.char_width(ch) == 2
+            out.append("".join(chars).rstrip())
+        return (out + [""] * rows)[:rows]
+
+    def cursor(self) -> tuple[int, int, bool]:
+        x, y = self.term.cursor_position()
+        return (x, y, bool(self.term.cursor_visible()))
+
+
+CANDIDATES: dict[str, type[Candidate]] = {
+    c.name: c for c in (Pyte, Avt, Ghostty, ParTerm)
+}
+AGENTHOST = "agenthost.terminal.screen"
+"""The chosen one as agenthost wraps it (a row of its own: the wrapper's cost)."""
+
+
+class Ours(Candidate):
+    name = AGENTHOST
+
+    def __init__(self, cols: int, rows: int, scrollback: int = SCROLLBACK) -> None:
+        super().__init__(cols, rows)
+        from agenthost.terminal.screen import Screen
+
+        self.screen = Screen(cols, rows, scrollback)
+
+    def feed(self, data: bytes) -> None:
+        self.screen.feed(data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.screen.resize(cols, rows)
+
+    def lines(self) -> list[str]:
+        return self.screen.lines()
+
+    def cursor(self) -> tuple[int, int, bool]:
+        return self.screen.cursor()
+
+
+CANDIDATES[AGENTHOST] = Ours
+
+# --- inputs --------------------------------------------------------------------------
+
+Chunk = bytes | tuple[int, int]
+
+
+def synthetic_cases() -> dict[str, tuple[int, int, list[Chunk]]]:
+    """Cases the brief names: alternate screen, DEC 2026, bracketed paste and mouse
+    modes, wide characters, scrollback, resize mid-stream, SGR colours."""
+    rows40 = "".join(f"line {n:03d} " + "x" * (n % 70) + "\r\n" for n in range(1, 301))
+    return {
+        "alternate in/out": (
+            40,
+            8,
+            [b"primary 1\r\nprimary 2\r\n", b"\x1b[?1049h\x1b[H\x1b[2Jalt 1\r\nalt 2", b"\x1b[?1049lback"],
+        ),
+        "alternate left on": (40, 8, [b"primary\r\n\x1b[?1049h\x1b[H\x1b[2J\x1b[3;5Hin the alternate"]),
+        "alternate 47/1047": (40, 8, [b"one\r\n\x1b[?47hTWO\x1b[?47l\x1b[?1047hthree\x1b[?1047l"]),
+        "DEC 2026 synchronized": (
+            40,
+            8,
+            [b"\x1b[?2026h\x1b[H\x1b[2Jframe 1", b"\r\nmore", b"\x1b[?2026l", b"\x1b[?2026hpending"],
+        ),
+        "bracketed paste, mouse modes": (
+            40,
+            8,
+            [b"\x1b[?2004h\x1b[?1000h\x1b[?1002h\x1b[?1006h\x1b[?1003hmodes on\r\n\x1b[?1003l\x1b[?25l"],
+        ),
+        "wide characters": (
+            20,
+            6,
+            ["中文字符 日本語 한국어 🎉🚀 e\u0301 end\r\n".encode(), "0123456789012345678中x\r\n".encode(), "\x1b[1;2H文".encode()],
+        ),
+        "wide overwritten halves": (20, 4, ["中文中文\x1b[1;2Hx\x1b[1;5Hy".encode()]),
+        "scrollback": (40, 10, [rows40.encode()]),
+        "resize mid-stream": (
+            40,
+            10,
+            [rows40.encode()[:3000], (30, 8), b"after shrink\r\n", (60, 12), b"after grow"],
+        ),
+        "resize alternate": (40, 10, [b"a\r\nb\r\n\x1b[?1049h\x1b[5;5Hxx", (20, 5), b"\x1b[?1049lz"]),
+        "SGR colours": (
+            60,
+            6,
+            [
+                b"\x1b[31mred\x1b[1;4;7m bold \x1b[38;5;208m256 \x1b[38;2;1;2;3mrgb"
+                b"\x1b[48:2::9:9:9mcolon\x1b[0m\x1b[2Kcleared\r\n"
+                b"\x1b[44m\x1b[Kbackground erase\x1b[m\r\n"
+            ],
+        ),
+        "scroll region, insert, delete": (
+            30,
+            8,
+            [
+                b"".join(f"row {n}\r\n".encode() for n in range(12)),
+                b"\x1b[2;5r\x1b[2;1H\x1b[2L\x1b[4;1H\x1b[M\x1b[r\x1b[8;1Hend\x1b[1;1H\x1b[3@ins\x1b[2P",
+            ],
+        ),
+        "origin mode, tabs, save/restore": (
+            40,
+            6,
+            [b"\x1b[3;5r\x1b[?6h\x1b[Horigin\x1b[?6l\x1b7\x1b[6;30Hsaved\x1b8a\tb\x1b[3g\tc\x1bH"],
+        ),
+        "wrap pending at the edge": (10, 3, [b"0123456789", b"\r\nabcdefghij\x1b[1Kx", b"klm"]),
+        "autowrap off": (10, 3, [b"\x1b[?7l0123456789ABC\x1b[?7h\r\n0123456789ABC"]),
+        "invalid UTF-8": (30, 4, [b"ok \xff\xfe bad \xe4\xb8 cut \xf0\x9f\x8e\x89 fine\r\n\xc3", b"\xa9 split"]),
+        "C1 and odd controls": (
+            30,
+            4,
+            [b"a\x00b\x07c\x0ed\x0fe\x1b(0lqk\x1b(Bf\x1bc\x1b[?25lafter reset\x1b]2;t\x07"],
+        ),
+        "CSI garbage parameters": (
+            30,
+            5,
+            [b"\x1b[99999;99999Hfar\x1b[0;0Hhome\x1b[-5Cneg\x1b[65536Aup\x1b[3;99999rx\x1b[r"],
+        ),
+    }
+
+
+def recordings() -> list[tuple[str, int, int, list[Chunk]]]:
+    """(name, cols, rows, chunks) for each mark of each recording in tests/fixtures/tty."""
+    out = []
+    for path in sorted((ROOT / "tests" / "fixtures" / "tty").glob("*.json")):
+        raw = json.loads(path.read_text())
+        chunks: list[Chunk] = [
+            (c[0], c[1]) if isinstance(c, list) else base64.b64decode(c) for c in raw["chunks"]
+        ]
+        ends = sorted({*raw["marks"], len(chunks)})
+        for end in ends:
+            out.append((f"{raw['name']}@{end}", raw["cols"], raw["rows"], chunks[:end]))
+    return out
+
+
+def hostile_inputs() -> dict[str, Callable[[], list[Chunk]]]:
+    """The hostile inputs of tests/unit/test_terminal_screen_hostile.py."""
+    mib = 1 << 20
+    return {
+        "invalid UTF-8 (1 MiB)": lambda: [bytes(range(128, 256)) * (mib // 128)],
+        "endless CSI (ESC [ + 1 MB of '1;')": lambda: [b"\x1b[" + b"1;" * (mib // 2)],
+        "OSC without terminator (1 MB)": lambda: [b"\x1b]0;" + b"t" * mib],
+        "1 MB line without newline": lambda: [b"x" * mib],
+        "a million cursor moves": lambda: [b"\x1b[5;5H\x1b[A\x1b[B" * 333_334],
+        "10,000 resizes": lambda: [
+            c for n in range(10_000) for c in ((2 + n % 300, 1 + n % 200), b"x\r\n")
+        ],
+        "huge CSI parameters": lambda: [
+            b"\x1b[4294967296;99999999999999H\x1b[99999999999@\x1b[99999999L\x1b[99999999999b"
+            * 1000
+        ],
+    }
+
+
+def flood() -> bytes:
+    """4 MiB of what terminal agents print: the recordings, over and over, and
+    coloured lines (the throughput input)."""
+    recorded = b"".join(
+        base64.b64decode(c)
+        for p in sorted((ROOT / "tests" / "fixtures" / "tty").glob("*.json"))
+        for c in json.loads(p.read_text())["chunks"]
+        if isinstance(c, str)
+    )
+    lines = b"".join(
+        b"\x1b[32m%06d\x1b[0m \x1b[1mentry\x1b[0m the quick brown fox jumps \xe4\xb8\xad\r\n" % n
+        for n in range(20000)
+    )
+    out = bytearray()
+    while len(out) < 4 << 20:
+        out += recorded + lines
+    return bytes(out[: 4 << 20])
+
+
+# --- the worker ----------------------------------------------------------------------
+
+
+def play(term: Candidate, chunks: list[Chunk]) -> None:
+    for chunk in chunks:
+        if isinstance(chunk, tuple):
+            term.resize(*chunk)
+        else:
+            for i in range(0, len(chunk), CHUNK):
+                term.feed(chunk[i : i + CHUNK])
+
+
+def pss_kib() -> int:
+    """This process's proportional set size (/proc/self/smaps_rollup)."""
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def worker(name: str, part: str, cases_path: str) -> dict[str, Any]:
+    cls = CANDIDATES[name]
+    if part == "screens":
+        cases = json.loads(Path(cases_path).read_text())
+        out = {}
+        for case in cases:
+            chunks: list[Chunk] = [
+                (c[0], c[1]) if isinstance(c, list) else base64.b64decode(c) for c in case["chunks"]
+            ]
+            try:
+                term = cls(case["cols"], case["rows"])
+                play(term, chunks)
+                out[case["name"]] = {
+                    "lines": term.lines(),
+                    "cursor": list(term.cursor()),
+                    "history": term.history()[-50:],
+                }
+            except Exception as exc:  # a candidate's failure is a result, not a crash
+                out[case["name"]] = {"error": f"{type(exc).__name__}: {exc}"}
+        return out
+    if part == "throughput":
+        data = flood()
+        term = cls(80, 24)
+        start = time.process_time()
+        play(term, [data])
+        cpu = time.process_time() - start
+        return {"cpu_s_per_mb": cpu / (len(data) / 1e6)}
+    if part == "memory":
+        base = pss_kib()
+        term = cls(80, 24, SCROLLBACK)
+        lines = b"".join(b"%06d " % n + b"m" * 72 + b"\r\n" for n in range(20_000))
+        play(term, [lines])
+        after = pss_kib()
+        return {"pss_kib": after, "pss_added_kib": after - base}
+    if part.startswith("hostile:"):
+        make = hostile_inputs()[part.split(":", 1)[1]]
+        chunks = make()
+        term = cls(80, 24)
+        start = time.process_time()
+        play(term, chunks)
+        term.lines()
+        return {"cpu_s": time.process_time() - start, "pss_kib": pss_kib()}
+    raise SystemExit(f"unknown part {part}")
+
+
+# --- the orchestrator ----------------------------------------------------------------
+
+
+def run_worker(python: str, name: str, part: str, cases: str, timeout: float) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        result = subprocess.run(
+            [python, __file__, "--worker", name, "--part", part, "--cases", cases],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout:.0f} s"}
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": f"exit {result.returncode}: {tail[:160]}"}
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def importable(python: str, name: str) -> bool:
+    module = {
+        "pyte": "pyte",
+        "pyavt": "avt",
+        "pyghostty": "pyghostty",
+        "par-term-emu-core-rust": "par_term_emu_core_rust",
+        AGENTHOST: AGENTHOST,
+    }[name]
+    check = subprocess.run(
+        [python, "-c", f"import {module}"],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    return check.returncode == 0
+
+
+def oracle_cases(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from termoracle import run_oracles
+
+    decoded = [
+        (
+            [(c[0], c[1]) if isinstance(c, list) else base64.b64decode(c) for c in case["chunks"]],
+            case["cols"],
+            case["rows"],
+        )
+        for case in cases
+    ]
+    out = {}
+    for case, o in zip(cases, run_oracles(decoded), strict=True):
+        out[case["name"]] = {
+            "cols": o.cols,
+            "lines": o.lines,
+            "cursor": list(o.cursor),
+            "history": o.scrollback[-50:],
+        }
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--worker")
+    parser.add_argument("--part")
+    parser.add_argument("--cases", default="")
+    parser.add_argument("--python", action="append", default=[], help="another interpreter")
+    parser.add_argument("--only", action="append", default=[], help="measure these candidates")
+    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--no-hostile", action="store_true")
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.part, args.cases)))
+        return 0
+
+    cases = [
+        {"name": n, "cols": c, "rows": r, "chunks": enc(ch)} for n, c, r, ch in recordings()
+    ] + [
+        {"name": n, "cols": c, "rows": r, "chunks": enc(ch), "synthetic": True}
+        for n, (c, r, ch) in synthetic_cases().items()
+    ]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cases, f)
+        cases_path = f.name
+    print(f"oracle: {len(cases)} cases ...", file=sys.stderr)
+    oracle = oracle_cases(cases)
+    pythons = [sys.executable, *args.python]
+    names = args.only or list(CANDIDATES)
+    results: dict[str, Any] = {}
+    for name in names:
+        python = next((p for p in pythons if importable(p, name)), None)
+        if python is None:
+            results[name] = {"error": "not installable here"}
+            print(f"{name}: not importable by {pythons}", file=sys.stderr)
+            continue
+        print(f"{name} ({python}) ...", file=sys.stderr)
+        row: dict[str, Any] = {"python": python}
+        screens = run_worker(python, name, "screens", cases_path, 600)
+        row["failures"] = {}
+        ok = {"recordings": 0, "synthetic": 0}
+        total = {"recordings": 0, "synthetic": 0}
+        for case in cases:
+            kind = "synthetic" if case.get("synthetic") else "recordings"
+            total[kind] += 1
+            got = screens.get(case["name"], screens if "error" in screens else {"error": "missing"})
+            want = oracle[case["name"]]
+            same = "error" not in got and agree(got, want, case)
+            if case["name"] == "scrollback" and same and name != "pyghostty" and got["history"]:
+                same = got["history"] == want["history"]
+            if same:
+                ok[kind] += 1
+            else:
+                row["failures"][case["name"]] = describe(got, want)
+        row["recordings"] = f"{ok['recordings']}/{total['recordings']}"
+        row["synthetic"] = f"{ok['synthetic']}/{total['synthetic']}"
+        row.update(run_worker(python, name, "throughput", cases_path, 600))
+        row.update(run_worker(python, name, "memory", cases_path, 600))
+        if not args.no_hostile:
+            row["hostile"] = {
+                h: run_worker(python, name, f"hostile:{h}", cases_path, 120)
+                for h in hostile_inputs()
+            }
+        results[name] = row
+    os.unlink(cases_path)
+    print(table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def agree(got: dict[str, Any], want: dict[str, Any], case: dict[str, Any]) -> bool:
+    """The same screen: the same rows of text and the same cursor, once two differences
+    of representation are set aside: a cursor waiting to wrap at the right edge is at
+    column ``cols`` for xterm.js and ``cols - 1`` for others (the same state), and
+    xterm.js drops invalid UTF-8 where we show U+FFFD by design (``replace``)."""
+    cols = want.get("cols", 0)
+
+    def cursor(c: list[Any]) -> list[Any]:
+        return [min(c[0], cols - 1), *c[1:]] if cols else c
+
+    lines = [line.replace("\ufffd", "") for line in got["lines"]]
+    return lines == want["lines"] and cursor(got["cursor"]) == cursor(want["cursor"])
+
+
+def enc(chunks: list[Chunk]) -> list[Any]:
+    return [list(c) if isinstance(c, tuple) else base64.b64encode(c).decode() for c in chunks]
+
+
+def describe(got: dict[str, Any], want: dict[str, Any]) -> str:
+    if "error" in got:
+        return str(got["error"])
+    if got["cursor"] != want["cursor"]:
+        first = f"cursor {got['cursor']} != {want['cursor']}"
+    else:
+        first = ""
+    for row, (a, b) in enumerate(zip(got["lines"], want["lines"], strict=False)):
+        if a != b:
+            return f"{first} row {row}: {a[:40]!r} != {b[:40]!r}".strip()
+    if got["lines"] != want["lines"]:
+        return f"{first} rows {len(got['lines'])} != {len(want['lines'])}".strip()
+    if first:
+        return first
+    return "scrollback differs"
+
+
+def table(results: dict[str, Any]) -> str:
+    head = (
+        "| emulator | recordings = oracle | synthetic = oracle | CPU s/MB | "
+        "PSS MiB (1000-line scrollback, after flood) | added by the emulator MiB |\n"
+        "|---|---:|---:|---:|---:|---:|"
+    )
+    rows = [head]
+    for name, r in results.items():
+        if "error" in r:
+            rows.append(f"| {name} | {r['error']} | | | | |")
+            continue
+        rows.append(
+            f"| {name} | {r['recordings']} | {r['synthetic']} | "
+            f"{r.get('cpu_s_per_mb', float('nan')):.3f} | {r.get('pss_kib', 0) / 1024:.1f} | "
+            f"{r.get('pss_added_kib', 0) / 1024:.1f} |"
+        )
+    out = ["\n".join(rows)]
+    hostile = [n for n, r in results.items() if "hostile" in r]
+    if hostile:
+        names = list(hostile_inputs())
+        lines = [
+            "| hostile input (CPU s) | " + " | ".join(hostile) + " |",
+            "|---|" + "---:|" * len(hostile),
+        ]
+        for h in names:
+            cells = []
+            for n in hostile:
+                v = results[n]["hostile"][h]
+                cells.append(v["error"] if "error" in v else f"{v['cpu_s']:.2f}")
+            lines.append(f"| {h} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    fails = []
+    for name, r in results.items():
+        for case, why in r.get("failures", {}).items():
+            fails.append(f"- {name}: {case}: {why}")
+    if fails:
+        out.append("Differences from the oracle:\n" + "\n".join(fails))
+    return "\n\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
