@@ -317,6 +317,10 @@ def hostile_inputs() -> dict[str, Callable[[], list[Chunk]]]:
         "endless CSI (ESC [ + 1 MB of '1;')": lambda: [b"\x1b[" + b"1;" * (mib // 2)],
         "OSC without terminator (1 MB)": lambda: [b"\x1b]0;" + b"t" * mib],
         "1 MB line without newline": lambda: [b"x" * mib],
+        "1 MB of newlines": lambda: [b"\n" * mib],
+        "REP and SU amplification (100,000 of each)": lambda: [
+            b"x\x1b[65535b\x1b[9999S\x1b[99999999999b" * 100_000
+        ],
         "a million cursor moves": lambda: [b"\x1b[5;5H\x1b[A\x1b[B" * 333_334],
         "10,000 resizes": lambda: [
             c for n in range(10_000) for c in ((2 + n % 300, 1 + n % 200), b"x\r\n")

@@ -78,10 +78,10 @@ class Modes:
         for match in _SEQUENCE.finditer(text):
             self._apply(match)
             end = match.end()
-        escape = text.rfind("\x1b", end)
-        if escape >= 0 and len(text) - escape <= MAX_PENDING:
-            if _UNFINISHED.match(text, escape):
-                self._pending = text[escape:]
+        # Only the last MAX_PENDING characters can hold a sequence worth keeping.
+        unfinished = _UNFINISHED.search(text, max(end, len(text) - MAX_PENDING))
+        if unfinished is not None:
+            self._pending = unfinished.group()
 
     def _apply(self, match: re.Match[str]) -> None:
         params, action, osc, title, single = match.group(1, 2, 3, 4, 5)

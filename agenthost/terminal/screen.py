@@ -6,7 +6,8 @@ binding), chosen by measurement against pyte, pyghostty and par-term-emu-core-ru
 on every recording of vim, less, htop, tmux and a shell, it is the fastest and the
 smallest, and its dump is the one asciinema uses to start a viewer of a live stream.
 The modes it does not report (mouse, bracketed paste, title, ...) are read by
-:mod:`agenthost.terminal.modes` from the same text.
+:mod:`agenthost.terminal.modes` from the same text, and :mod:`agenthost.terminal.guard`
+shapes what avt is fed so that its memory stays bounded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import avt
 
+from agenthost.terminal.guard import FeedGuard
 from agenthost.terminal.modes import Modes
 
 MAX_COLS = 1000
@@ -67,6 +69,7 @@ class Screen:
         # sequence becoming U+FFFD, and a character cut between chunks kept whole.
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._modes = Modes()
+        self._guard = FeedGuard()
 
     @property
     def size(self) -> tuple[int, int]:
@@ -78,8 +81,10 @@ class Screen:
         """Paint ``data``, bytes the program wrote (any bytes: never raises)."""
         text = self._decoder.decode(data)
         if text:
-            self._vt.feed_str(text)
             self._modes.feed(text)
+            cols, rows = self.size
+            for piece in self._guard.pieces(text, cols, rows):
+                self._vt.feed_str(piece)  # its answer (rows changed and dropped) unused
 
     def resize(self, cols: int, rows: int) -> None:
         """The terminal is now ``cols`` x ``rows`` (clamped, see the class)."""
