@@ -186,9 +186,7 @@ class ParTerm(Candidate):
         return (x, y, bool(self.term.cursor_visible()))
 
 
-CANDIDATES: dict[str, type[Candidate]] = {
-    c.name: c for c in (Pyte, Avt, Ghostty, ParTerm)
-}
+CANDIDATES: dict[str, type[Candidate]] = {c.name: c for c in (Pyte, Avt, Ghostty, ParTerm)}
 AGENTHOST = "agenthost.terminal.screen"
 """The chosen one as agenthost wraps it (a row of its own: the wrapper's cost)."""
 
@@ -230,24 +228,44 @@ def synthetic_cases() -> dict[str, tuple[int, int, list[Chunk]]]:
         "alternate in/out": (
             40,
             8,
-            [b"primary 1\r\nprimary 2\r\n", b"\x1b[?1049h\x1b[H\x1b[2Jalt 1\r\nalt 2", b"\x1b[?1049lback"],
+            [
+                b"primary 1\r\nprimary 2\r\n",
+                b"\x1b[?1049h\x1b[H\x1b[2Jalt 1\r\nalt 2",
+                b"\x1b[?1049lback",
+            ],
         ),
-        "alternate left on": (40, 8, [b"primary\r\n\x1b[?1049h\x1b[H\x1b[2J\x1b[3;5Hin the alternate"]),
+        "alternate left on": (
+            40,
+            8,
+            [b"primary\r\n\x1b[?1049h\x1b[H\x1b[2J\x1b[3;5Hin the alternate"],
+        ),
         "alternate 47/1047": (40, 8, [b"one\r\n\x1b[?47hTWO\x1b[?47l\x1b[?1047hthree\x1b[?1047l"]),
         "DEC 2026 synchronized": (
             40,
             8,
-            [b"\x1b[?2026h\x1b[H\x1b[2Jframe 1", b"\r\nmore", b"\x1b[?2026l", b"\x1b[?2026hpending"],
+            [
+                b"\x1b[?2026h\x1b[H\x1b[2Jframe 1",
+                b"\r\nmore",
+                b"\x1b[?2026l",
+                b"\x1b[?2026hpending",
+            ],
         ),
         "bracketed paste, mouse modes": (
             40,
             8,
-            [b"\x1b[?2004h\x1b[?1000h\x1b[?1002h\x1b[?1006h\x1b[?1003hmodes on\r\n\x1b[?1003l\x1b[?25l"],
+            [
+                b"\x1b[?2004h\x1b[?1000h\x1b[?1002h\x1b[?1006h\x1b[?1003hmodes on\r\n"
+                b"\x1b[?1003l\x1b[?25l"
+            ],
         ),
         "wide characters": (
             20,
             6,
-            ["中文字符 日本語 한국어 🎉🚀 e\u0301 end\r\n".encode(), "0123456789012345678中x\r\n".encode(), "\x1b[1;2H文".encode()],
+            [
+                "中文字符 日本語 한국어 🎉🚀 e\u0301 end\r\n".encode(),
+                "0123456789012345678中x\r\n".encode(),
+                "\x1b[1;2H文".encode(),
+            ],
         ),
         "wide overwritten halves": (20, 4, ["中文中文\x1b[1;2Hx\x1b[1;5Hy".encode()]),
         "scrollback": (40, 10, [rows40.encode()]),
@@ -256,7 +274,11 @@ def synthetic_cases() -> dict[str, tuple[int, int, list[Chunk]]]:
             10,
             [rows40.encode()[:3000], (30, 8), b"after shrink\r\n", (60, 12), b"after grow"],
         ),
-        "resize alternate": (40, 10, [b"a\r\nb\r\n\x1b[?1049h\x1b[5;5Hxx", (20, 5), b"\x1b[?1049lz"]),
+        "resize alternate": (
+            40,
+            10,
+            [b"a\r\nb\r\n\x1b[?1049h\x1b[5;5Hxx", (20, 5), b"\x1b[?1049lz"],
+        ),
         "SGR colours": (
             60,
             6,
@@ -281,7 +303,11 @@ def synthetic_cases() -> dict[str, tuple[int, int, list[Chunk]]]:
         ),
         "wrap pending at the edge": (10, 3, [b"0123456789", b"\r\nabcdefghij\x1b[1Kx", b"klm"]),
         "autowrap off": (10, 3, [b"\x1b[?7l0123456789ABC\x1b[?7h\r\n0123456789ABC"]),
-        "invalid UTF-8": (30, 4, [b"ok \xff\xfe bad \xe4\xb8 cut \xf0\x9f\x8e\x89 fine\r\n\xc3", b"\xa9 split"]),
+        "invalid UTF-8": (
+            30,
+            4,
+            [b"ok \xff\xfe bad \xe4\xb8 cut \xf0\x9f\x8e\x89 fine\r\n\xc3", b"\xa9 split"],
+        ),
         "C1 and odd controls": (
             30,
             4,
@@ -389,13 +415,16 @@ def worker(name: str, part: str, cases_path: str) -> dict[str, Any]:
                     "history": term.history()[-50:],
                 }
             except Exception as exc:  # a candidate's failure is a result, not a crash
-                out[case["name"]] = {"error": f"{type(exc).__name__}: {exc}"}
+                out[case["name"]] = {"error": f"{type(exc).__name__}: {str(exc)[:80]}"}
         return out
     if part == "throughput":
         data = flood()
         term = cls(80, 24)
         start = time.process_time()
-        play(term, [data])
+        try:
+            play(term, [data])
+        except Exception as exc:  # pyte cannot read vim's output
+            return {"cpu_error": f"{type(exc).__name__}"}
         cpu = time.process_time() - start
         return {"cpu_s_per_mb": cpu / (len(data) / 1e6)}
     if part == "memory":
@@ -533,8 +562,9 @@ def main() -> int:
                 row["failures"][case["name"]] = describe(got, want)
         row["recordings"] = f"{ok['recordings']}/{total['recordings']}"
         row["synthetic"] = f"{ok['synthetic']}/{total['synthetic']}"
-        row.update(run_worker(python, name, "throughput", cases_path, 600))
-        row.update(run_worker(python, name, "memory", cases_path, 600))
+        for part in ("throughput", "memory"):
+            got = run_worker(python, name, part, cases_path, 600)
+            row.update({f"{part}_error": got["error"]} if "error" in got else got)
         if not args.no_hostile:
             row["hostile"] = {
                 h: run_worker(python, name, f"hostile:{h}", cases_path, 120)
@@ -594,11 +624,12 @@ def table(results: dict[str, Any]) -> str:
         if "error" in r:
             rows.append(f"| {name} | {r['error']} | | | | |")
             continue
-        rows.append(
-            f"| {name} | {r['recordings']} | {r['synthetic']} | "
-            f"{r.get('cpu_s_per_mb', float('nan')):.3f} | {r.get('pss_kib', 0) / 1024:.1f} | "
-            f"{r.get('pss_added_kib', 0) / 1024:.1f} |"
-        )
+        cpu = r.get("cpu_error") or r.get("throughput_error") or f"{r['cpu_s_per_mb']:.3f}"
+        if "pss_kib" in r:
+            pss = f"{r['pss_kib'] / 1024:.1f} | {r['pss_added_kib'] / 1024:.1f}"
+        else:
+            pss = f"{r.get('memory_error', '?')} |"
+        rows.append(f"| {name} | {r['recordings']} | {r['synthetic']} | {cpu} | {pss} |")
     out = ["\n".join(rows)]
     hostile = [n for n, r in results.items() if "hostile" in r]
     if hostile:

@@ -70,6 +70,9 @@ SANS_IO = (
     "agenthost.sandbox.bwrapargs",
     "agenthost.sandbox.allowlist",
     "agenthost.sandbox.proxyrules",
+    "agenthost.terminal.screen",
+    "agenthost.terminal.modes",
+    "agenthost.terminal.guard",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

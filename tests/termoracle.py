@@ -69,7 +69,9 @@ def _items(chunks: Sequence[Chunk]) -> list[object]:
     ]
 
 
-def run_oracle(chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 1000) -> OracleScreen:
+def run_oracle(
+    chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 1000
+) -> OracleScreen:
     """The oracle's screen after ``chunks`` on a ``cols`` x ``rows`` terminal."""
     return run_oracles([(chunks, cols, rows)], scrollback)[0]
 
@@ -109,7 +111,9 @@ def _screen(data: dict[str, Any]) -> OracleScreen:
     )
 
 
-def oracle_screen(chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 1000) -> OracleScreen:
+def oracle_screen(
+    chunks: Sequence[Chunk], cols: int, rows: int, scrollback: int = 1000
+) -> OracleScreen:
     """For a test: :func:`run_oracle`, or skip the test when the oracle is unavailable
     (fail it in CI)."""
     return oracle_screens([(chunks, cols, rows)], scrollback)[0]

@@ -48,7 +48,9 @@ def record_vim(tmp: Path) -> Recording:
 def record_less(tmp: Path) -> Recording:
     """less: a large file, search, scroll, page, quit."""
     text = tmp / "big.txt"
-    text.write_text("".join(f"{n:06d} \x1b[1mbold\x1b[0m entry number {n}\n" for n in range(1, 20001)))
+    text.write_text(
+        "".join(f"{n:06d} \x1b[1mbold\x1b[0m entry number {n}\n" for n in range(1, 20001))
+    )
     argv = ["less", "-R", str(text)]
     with PtyProgram("less", argv, 80, 24, env={"LESSHISTFILE": "-"}, cwd=tmp) as less:
         less.expect("000023")
@@ -95,19 +97,21 @@ def record_htop(tmp: Path) -> Recording:
 
 
 SHELL_SCRIPT = r"""
-printf '\033[31mred\033[0m \033[1;32mbold green\033[0m \033[38;5;208m256\033[0m \033[38;2;10;200;250mtrue\033[0m\n'
+d=0123456789
+printf '\033[31mred\033[0m \033[1;32mbold green\033[0m '
+printf '\033[38;5;208m256\033[0m \033[38;2;10;200;250mtrue\033[0m\n'
 printf 'CJK: 中文字符 日本語 한국어\n'
 printf 'emoji: 🎉🚀👍 done\n'
 printf 'combining: e\xcc\x81 a\xcc\x8a\n'
 printf '\033]0;shell title\007'
 printf '\033[?2004h\033[?1000h\033[?1006h\033[?1h\033[?25l'
 printf '\033[?2026hsync\033[?2026l\n'
-for i in $(seq 1 40); do printf 'row %02d %s\n' $i 'wraps: 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789'; done
+for i in $(seq 1 40); do printf 'row %02d wraps: %s\n' $i "$d$d$d$d$d$d$d$d$d$d"; done
 printf 'tab\there\tend\n'
 printf 'back\bspace \033[7minverse\033[27m\n'
 printf '\033[?1049h\033[2J\033[Halternate screen\n'
 printf '\033[?1049l'
-printf 'wide at edge: 0123456789012345678901234567890123456789012345678901234567890123456789012345678中x\n'
+printf 'wide at edge: %s%s中x\n' "$d$d$d$d$d$d$d" 012345678
 printf 'DONE-%s\n' 'SHELL'
 """
 

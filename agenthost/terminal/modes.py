@@ -37,17 +37,17 @@ ALTERNATE = (47, 1047, 1049)
 # One complete sequence that we track: a DEC private mode set or reset (CSI ? Pm h/l),
 # an OSC 0/1/2 (title) ended by BEL or ST, DECKPAM/DECKPNM (ESC = / ESC >), RIS
 # (ESC c) and DECSTR (CSI ! p).
+# One literal start, so that sre skips from ESC to ESC.
 _SEQUENCE = re.compile(
-    r"\x1b\[\?([0-9;:]{0,64})([hl])"
-    r"|\x1b\]([012]);([^\x07\x1b]*)(?:\x07|\x1b\\)"
-    r"|\x1b([=>c])"
-    r"|\x1b\[!p"
+    r"\x1b(?:"
+    r"\[\?([0-9;:]{0,64})([hl])"
+    r"|\]([012]);([^\x07\x1b]*+)(?:\x07|\x1b\\)"
+    r"|([=>c])"
+    r"|\[!p)"
 )
 
 # The start of a sequence we track that the chunk cut short: kept for the next chunk.
-_UNFINISHED = re.compile(
-    r"\x1b(?:\[(?:\?[0-9;:]{0,64}|!)?|\](?:[012](?:;[^\x07\x1b]*\x1b?)?)?)?\Z"
-)
+_UNFINISHED = re.compile(r"\x1b(?:\[(?:\?[0-9;:]{0,64}|!)?|\](?:[012](?:;[^\x07\x1b]*\x1b?)?)?)?\Z")
 
 
 class Modes:

@@ -64,7 +64,8 @@ class Screen:
 
     def __init__(self, cols: int, rows: int, scrollback: int = 1000) -> None:
         cols, rows = _clamp(cols, MAX_COLS), _clamp(rows, MAX_ROWS)
-        self._vt = avt.Vt(cols, rows, max(0, scrollback))
+        # avt re-exports Vt without `as`, which strict mypy does not count as public.
+        self._vt = avt.Vt(cols, rows, max(0, scrollback))  # type: ignore[attr-defined]
         # Output is bytes, avt takes text: decode as a terminal does, an invalid
         # sequence becoming U+FFFD, and a character cut between chunks kept whole.
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")

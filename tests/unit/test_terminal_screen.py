@@ -17,13 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from agenthost.terminal.modes import MAX_PENDING, MAX_TITLE, Modes  # noqa: E402
+from agenthost.terminal.screen import Screen, _portable  # noqa: E402
+
 import ttyscenarios  # noqa: E402
 from ptytools import Recording, load_recordings  # noqa: E402
 from terminal_emulators import synthetic_cases  # noqa: E402
 from termoracle import Chunk, OracleScreen, oracle_screens  # noqa: E402
-
-from agenthost.terminal.modes import MAX_PENDING, MAX_TITLE, Modes  # noqa: E402
-from agenthost.terminal.screen import Screen, _portable  # noqa: E402
 
 RECORDINGS = load_recordings()
 
