@@ -434,6 +434,8 @@ def worker(name: str, part: str, cases_path: str) -> dict[str, Any]:
         play(term, [lines])
         after = pss_kib()
         return {"pss_kib": after, "pss_added_kib": after - base}
+    if part == "snapshot":  # the chosen one only: what host.screen costs
+        return snapshot_costs()
     if part.startswith("hostile:"):
         make = hostile_inputs()[part.split(":", 1)[1]]
         chunks = make()
@@ -443,6 +445,29 @@ def worker(name: str, part: str, cases_path: str) -> dict[str, Any]:
         term.lines()
         return {"cpu_s": time.process_time() - start, "pss_kib": pss_kib()}
     raise SystemExit(f"unknown part {part}")
+
+
+def snapshot_costs() -> dict[str, Any]:
+    """CPU and size of ``Screen.snapshot`` on a full screen of coloured text (every
+    cell written, a colour change every 8 cells) at 80x24 and 200x60."""
+    from agenthost.terminal.screen import Screen
+
+    out = {}
+    for cols, rows in ((80, 24), (200, 60)):
+        screen = Screen(cols, rows)
+        cells = "".join(
+            f"\x1b[3{(n // 8) % 8}m" + chr(0x41 + n % 26) if n % 8 == 0 else chr(0x41 + n % 26)
+            for n in range(cols * rows)
+        )
+        screen.feed(("\x1b[H" + cells).encode())
+        runs = 200
+        start = time.process_time()
+        for _ in range(runs):
+            snap = screen.snapshot(1)
+        cpu = (time.process_time() - start) / runs
+        size = len(json.dumps(snap).encode())
+        out[f"{cols}x{rows}"] = {"cpu_ms": cpu * 1000, "json_bytes": size}
+    return out
 
 
 # --- the orchestrator ----------------------------------------------------------------
@@ -570,6 +595,8 @@ def main() -> int:
                 h: run_worker(python, name, f"hostile:{h}", cases_path, 120)
                 for h in hostile_inputs()
             }
+        if name == AGENTHOST:
+            row["snapshot"] = run_worker(python, name, "snapshot", cases_path, 120)
         results[name] = row
     os.unlink(cases_path)
     print(table(results))
@@ -645,6 +672,14 @@ def table(results: dict[str, Any]) -> str:
                 cells.append(v["error"] if "error" in v else f"{v['cpu_s']:.2f}")
             lines.append(f"| {h} | " + " | ".join(cells) + " |")
         out.append("\n".join(lines))
+    snaps = results.get(AGENTHOST, {}).get("snapshot", {})
+    if snaps and "error" not in snaps:
+        out.append(
+            "\n".join(
+                ["| snapshot (full coloured screen) | CPU ms | JSON bytes |", "|---|---:|---:|"]
+                + [f"| {k} | {v['cpu_ms']:.2f} | {v['json_bytes']} |" for k, v in snaps.items()]
+            )
+        )
     fails = []
     for name, r in results.items():
         for case, why in r.get("failures", {}).items():
