@@ -22,7 +22,7 @@ from agenthost.terminal.screen import Screen, _portable  # noqa: E402
 
 import ttyscenarios  # noqa: E402
 from ptytools import Recording, load_recordings  # noqa: E402
-from terminal_emulators import synthetic_cases  # noqa: E402
+from terminal_inputs import synthetic_cases  # noqa: E402
 from termoracle import Chunk, OracleScreen, oracle_screens  # noqa: E402
 
 RECORDINGS = load_recordings()

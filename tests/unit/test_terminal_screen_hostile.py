@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from agenthost.terminal.screen import Screen  # noqa: E402
 
-from terminal_emulators import CHUNK, hostile_inputs  # noqa: E402
+from terminal_inputs import CHUNK, hostile_inputs  # noqa: E402
 
 CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 PYTHON_PEAK = 4 << 20
