@@ -78,6 +78,9 @@ SANS_IO = (
     "agenthost.sandbox.proxyrules",
     "agenthost.terminal.hookevents",
     "agenthost.terminal.hooksetup",
+    "agenthost.terminal.screen",
+    "agenthost.terminal.modes",
+    "agenthost.terminal.guard",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

@@ -21,6 +21,15 @@ class CliPackage:
     package: str
     version: str
     binary: str
+    """The executable under node_modules/.bin; for a library (no executable), the path
+    under node_modules whose presence proves the install (its package.json)."""
+    library: bool = False
+
+    def installed(self, prefix: Path) -> Path:
+        """The file that exists once the package is installed under ``prefix``."""
+        if self.library:
+            return prefix / "node_modules" / self.binary
+        return prefix / "node_modules" / ".bin" / self.binary
 
 
 PACKAGES = {
@@ -33,6 +42,17 @@ PACKAGES = {
     ),
     "codex-acp": CliPackage("@agentclientprotocol/codex-acp", "2.6.0", "codex-acp"),
     "gemini": CliPackage("@google/gemini-cli", "0.61.0", "gemini"),
+    # Not a CLI: the headless xterm.js, the independent oracle that terminal screens are
+    # judged against (issue 30, tests/termoracle.py); a library, so the install is
+    # proven by its package.json and ensure_cli returns that path.
+    "xterm-headless": CliPackage(
+        "@xterm/headless", "6.0.0", "@xterm/headless/package.json", library=True
+    ),
+    # Its Unicode 11 widths (an emoji is two cells, as glibc's wcwidth and the programs
+    # in the terminal count it; xterm.js's default Unicode 6 table says one).
+    "xterm-unicode11": CliPackage(
+        "@xterm/addon-unicode11", "0.9.0", "@xterm/addon-unicode11/package.json", library=True
+    ),
 }
 
 
@@ -55,7 +75,7 @@ def ensure_cli(name: str) -> Path:
     """
     spec = PACKAGES[name]
     prefix = cache_dir() / f"{name}-{spec.version}"
-    binary = prefix / "node_modules" / ".bin" / spec.binary
+    binary = spec.installed(prefix)
     if binary.exists():
         return binary
     npm = shutil.which("npm")
