@@ -77,6 +77,7 @@ SANS_IO = (
     "agenthost.sandbox.proxyrules",
     "agenthost.terminal.hookevents",
     "agenthost.terminal.hooksetup",
+    "agenthost.daemon.tuispec",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 
