@@ -72,6 +72,8 @@ def tui(
 
     from agenthost.daemon.client import DaemonClient
     from agenthost.daemon.protocol import SwitchResponse
+    from agenthost.daemon.tuispec import check_kind, check_switchable
+    from agenthost.errors import Busy, HostNotFound
     from agenthost.paths import resolve_home
 
     remember_agent_id(agent_id)
@@ -81,7 +83,24 @@ def tui(
 
     async def ask() -> SwitchResponse:
         async with DaemonClient(root, autostart=True, request_timeout=timeout + 120) as client:
-            return await client.switch(agent_id, to, timeout=timeout)
+            known = {a.agent_id: a for a in await client.list()}.get(agent_id)
+            if known is None:
+                raise HostNotFound(
+                    f"the daemon knows no agent {agent_id!r}",
+                    hint="agenthost list shows the agents; start one with agenthost run "
+                    "--agent claude|codex",
+                )
+            if not back and not known.tui:  # the daemon checks again; here for the hints
+                check_switchable(check_kind(known.spec), known.session_id)
+            try:
+                return await client.switch(agent_id, to, timeout=timeout)
+            except Busy as exc:
+                raise Busy(
+                    exc.message,
+                    hint=f"wait until it is idle (agenthost wait {agent_id} idle), answer "
+                    f"its request (agenthost pending {agent_id}), or interrupt it "
+                    f"(agenthost interrupt {agent_id})",
+                ) from None
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         result = runner.run(ask())

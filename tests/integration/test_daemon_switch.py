@@ -255,3 +255,34 @@ def test_a_daemon_killed_between_switches_still_knows(world: DaemonWorld) -> Non
     wait_for(lambda: status(world).get("state") == "done", what="the TUI's end")
     world.start_daemon("--scan-interval", "0")
     structured_again(world, newest)
+
+
+def test_the_tui_command_switches_and_says_how_to_attach(world: DaemonWorld) -> None:
+    world.start_daemon("--scan-interval", "0")
+    spawn(world)
+    refused = world.cli("tui", "c1")
+    assert refused.returncode == 2 and "no session yet" in refused.stderr, refused
+    assert "hint: send it a message first" in refused.stderr
+    first = turn(world, "hello")["session_id"]
+
+    done = world.cli("tui", "c1")  # no terminal here: it switches, and says how to attach
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"c1 runs its TUI on session {first} (agenthost tui c1 --back returns)",
+        "attach to it: agenthost attach c1",
+    ]
+    newer = in_tui(world, first)
+    again = world.cli("tui", "c1", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["switched"] is False
+
+    back = world.cli("tui", "c1", "--back")
+    assert back.returncode == 0, back.stderr
+    assert back.stdout == f"c1 runs as a structured agent again on session {newer}\n"
+    structured_again(world, newer)
+    with RawConn(sock(world, "c1")) as conn:
+        assert conn.request("host.send", {"input": "/sleep 60"})["success"]
+    wait_for(lambda: status(world)["state"] == "running", what="the long turn")
+    busy = world.cli("tui", "c1")
+    assert busy.returncode == 6 and "agenthost interrupt c1" in busy.stderr, busy
+    ghost = world.cli("tui", "ghost")
+    assert ghost.returncode == 3, ghost
