@@ -81,6 +81,7 @@ SANS_IO = (
     "agenthost.terminal.screen",
     "agenthost.terminal.modes",
     "agenthost.terminal.guard",
+    "agenthost.daemon.tuispec",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

@@ -38,6 +38,7 @@ from agenthost.daemon.protocol import (
     NoticeType,
     SpawnResponse,
     SpawnSpec,
+    SwitchResponse,
     WatchCursor,
     WatchResponse,
 )
@@ -192,6 +193,13 @@ class DaemonClient(ServiceClient[StreamEvent | Notice]):
         """Stop an agent's host (never restarted); answers after the agent exited."""
         payload = {"agent_id": agent_id, "force": force, "timeout": timeout, "reason": reason}
         return await self._typed(DaemonStopResponse, DaemonMessageType.STOP, payload)
+
+    async def switch(self, agent_id: str, to: str, *, timeout: float = 30) -> SwitchResponse:
+        """(1.7) Run a structured Claude Code or Codex agent in its CLI's own TUI on the
+        same session (``to="tui"``), or return to the structured agent (``"structured"``);
+        answers once the new host serves. Busy while a turn runs or a request waits."""
+        payload = {"agent_id": agent_id, "to": to, "timeout": timeout}
+        return await self._typed(SwitchResponse, DaemonMessageType.SWITCH, payload)
 
     async def forget(self, agent_id: str, *, purge: bool = False) -> ForgetResponse:
         """Remove an agent that is not running from the registry (``purge``: and delete

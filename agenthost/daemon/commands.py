@@ -114,7 +114,7 @@ async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
             log_path=str(log_path(sup.home, agent_id)),
             queued=True,
         )
-    return await _launch(sup, agent)
+    return await launch_host(sup, agent)
 
 
 def launch_queued(sup: Supervisor, agent: Agent) -> None:
@@ -125,7 +125,7 @@ def launch_queued(sup: Supervisor, agent: Agent) -> None:
         agent_id = agent.record.agent_id
         sup.spawning.add(agent_id)
         try:
-            await _launch(sup, agent)
+            await launch_host(sup, agent)
         except AgentHostError as exc:
             log.warning("agent.dequeue_failed", agent_id=agent_id, error=exc.message)
         finally:
@@ -134,7 +134,7 @@ def launch_queued(sup: Supervisor, agent: Agent) -> None:
     sup.background(launch())
 
 
-async def _launch(sup: Supervisor, agent: Agent) -> SpawnResponse:
+async def launch_host(sup: Supervisor, agent: Agent) -> SpawnResponse:
     """Record the agent as spawning, start its host, follow it."""
     record = agent.record
     agent_id, spec = record.agent_id, record.spec

@@ -60,6 +60,8 @@ class DaemonMessageType(StrEnum):
     FORGET = "daemon.forget"
     WATCH = "daemon.watch"
     UNWATCH = "daemon.unwatch"
+    SWITCH = "daemon.switch"
+    """(1.7) Open a structured agent's own TUI on its session, or return from it."""
 
 
 class NoticeType(StrEnum):
@@ -230,6 +232,16 @@ class DaemonStopRequest(AgentRequest):
     reason: StrictStr = ""
 
 
+class SwitchRequest(AgentRequest):
+    """``daemon.switch`` (1.7): run a structured Claude Code or Codex agent as a terminal
+    agent in its CLI's own TUI on the same session (``tui``), or return to the
+    structured agent, resuming the session the TUI reported last (``structured``)."""
+
+    to: Literal["tui", "structured"]
+    timeout: float = Field(default=30, ge=0, le=86400, strict=True, allow_inf_nan=False)
+    """Seconds the host being left has to stop gracefully before SIGKILL."""
+
+
 class WatchCursor(PeerModel):
     """Where a watcher is in one agent's stream: its last offset in ``epoch``."""
 
@@ -332,6 +344,11 @@ class DaemonAgent(OpenModel):
     """(1.4) Why the daemon stopped it (``idle``: ``--idle-stop``), when it did."""
     queued_at: Timestamp | None = None
     """(1.4) When its spawn was queued (status ``queued``)."""
+    tui: bool = False
+    """(1.7) The agent runs its CLI's own TUI (``daemon.switch``): ``spec`` is the
+    terminal agent's, ``structured_spec`` the one it returns to when the TUI ends."""
+    structured_spec: SpawnSpec | None = None
+    """(1.7) With ``tui``: the structured agent's spec (without its session)."""
     created_at: Timestamp
     updated_at: Timestamp
     spec: SpawnSpec | None = None
@@ -378,6 +395,22 @@ class ForgetResponse(OpenModel):
     taken out of the queue and never started)."""
 
 
+class SwitchResponse(OpenModel):
+    """``daemon.switch``: the host that now runs the agent (sent once it answers)."""
+
+    agent_id: str
+    to: str
+    """``tui`` or ``structured``: what runs now."""
+    session_id: str | None = None
+    """The session the new host resumes."""
+    switched: bool = True
+    """False when the agent was in that mode already (nothing was done)."""
+    host_pid: int = 0
+    socket_path: str = ""
+    command: list[str] = Field(default_factory=list)
+    """The agent's command line in its new host (the TUI's: ``claude --resume ...``)."""
+
+
 class WatchStart(OpenModel):
     """Where the replay of one agent starts in a ``daemon.watch`` response."""
 
@@ -413,6 +446,7 @@ DAEMON_REQUEST_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel]]] = {
     DaemonMessageType.FORGET: ForgetRequest,
     DaemonMessageType.WATCH: WatchRequest,
     DaemonMessageType.UNWATCH: EmptyRequest,
+    DaemonMessageType.SWITCH: SwitchRequest,
 }
 
 DAEMON_RESPONSE_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel] | None]] = {
@@ -423,6 +457,7 @@ DAEMON_RESPONSE_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel] | None]]
     DaemonMessageType.FORGET: ForgetResponse,
     DaemonMessageType.WATCH: WatchResponse,
     DaemonMessageType.UNWATCH: None,
+    DaemonMessageType.SWITCH: SwitchResponse,
 }
 
 DaemonFrame = Response | StreamEvent | Notice

@@ -106,6 +106,9 @@ class AgentRecord:
     """(added) Why the daemon stopped the agent itself: ``idle`` (``--idle-stop``)."""
     queued_at: float | None = None
     """(added) When a spawn was queued (``--max-agents`` with ``--queue``)."""
+    structured_spec: SpawnSpec | None = None
+    """(added) Set while the agent runs its CLI's own TUI (``daemon.switch``): the
+    structured agent's spec it returns to; ``spec`` is then the terminal agent's."""
 
     @property
     def active(self) -> bool:
@@ -140,6 +143,8 @@ class AgentRecord:
             next_restart_at=_dt(self.next_restart_at),
             stop_reason=self.stop_reason,
             queued_at=_dt(self.queued_at),
+            tui=self.structured_spec is not None,
+            structured_spec=redacted(self.structured_spec),
             branch=_branch(self),
             worktree=self.spec.cwd if self.spec and self.spec.worktree is not None else None,
             created_at=_dt(self.created_at) or datetime.now(UTC),
@@ -149,7 +154,7 @@ class AgentRecord:
 
 
 _COLUMNS: Final = tuple(f.name for f in fields(AgentRecord))
-ADDED_COLUMNS: Final = {"stop_reason": "TEXT", "queued_at": "REAL"}
+ADDED_COLUMNS: Final = {"stop_reason": "TEXT", "queued_at": "REAL", "structured_spec": "TEXT"}
 """Columns added to ``agents`` after schema 1 was published. Added in place (``ALTER
 TABLE``) without a new schema version: an older agenthost reads the columns it knows
 and never sees these (its writes leave them NULL)."""
@@ -375,7 +380,7 @@ def _to_row(record: AgentRecord) -> tuple[Any, ...]:
     values = []
     for name in _COLUMNS:
         value = getattr(record, name)
-        if name == "spec":
+        if name in ("spec", "structured_spec"):
             value = value.model_dump_json() if value is not None else None
         elif name == "managed":
             value = int(value)
@@ -386,13 +391,17 @@ def _to_row(record: AgentRecord) -> tuple[Any, ...]:
 def _from_row(row: sqlite3.Row) -> AgentRecord:
     present = row.keys()  # a registry an older daemon wrote, read-only: no added columns
     data: dict[str, Any] = {name: row[name] if name in present else None for name in _COLUMNS}
-    spec = data.pop("spec")
-    try:
-        parsed = SpawnSpec.model_validate_json(spec) if spec else None
-    except ValidationError:
-        parsed = None  # a spec this version cannot read: the agent is still listed
+    parsed = _spec(data.pop("spec"))
+    data["structured_spec"] = _spec(data["structured_spec"])
     data["managed"] = bool(data["managed"])
     return AgentRecord(spec=parsed, **data)
+
+
+def _spec(text: str | None) -> SpawnSpec | None:
+    try:
+        return SpawnSpec.model_validate_json(text) if text else None
+    except ValidationError:
+        return None  # a spec this version cannot read: the agent is still listed
 
 
 REDACTED: Final = "<redacted>"

@@ -40,6 +40,7 @@ from agenthost.daemon.protocol import (
     ForgetRequest,
     ReconcileReport,
     SpawnSpec,
+    SwitchRequest,
     WatchRequest,
 )
 from agenthost.daemon.registry import Registry
@@ -240,6 +241,11 @@ class Daemon:
         if mtype is DaemonMessageType.FORGET:
             assert isinstance(payload, ForgetRequest)
             return self._later(mtype, request, commands.forget(sup, payload))
+        if mtype is DaemonMessageType.SWITCH:
+            from agenthost.daemon import switching  # with the first switch
+
+            assert isinstance(payload, SwitchRequest)
+            return self._later(mtype, request, switching.switch(sup, payload))
         if mtype is DaemonMessageType.WATCH:
             assert isinstance(payload, WatchRequest)
             self.unwatch(conn)

@@ -27,6 +27,7 @@ from agenthost.client import AsyncClient, probe_host_async
 from agenthost.daemon.discovery import check_versions, end_from_log
 from agenthost.daemon.fanout import Hub
 from agenthost.daemon.follower import Attached, Follower
+from agenthost.daemon.journalnote import governance_record, write_note
 from agenthost.daemon.limits import (
     LIVE_STATUSES,
     Limits,
@@ -38,6 +39,7 @@ from agenthost.daemon.policy import Outcome, RestartDecision, decide, is_failure
 from agenthost.daemon.protocol import AgentStatus, DaemonAgent, NoticeType, RestartPolicy
 from agenthost.daemon.registry import AgentRecord, ExitRecord, Registry
 from agenthost.daemon.spawner import Spawner
+from agenthost.daemon.tuispec import to_structured
 from agenthost.errors import (
     AgentCannotStart,
     AgentHostError,
@@ -77,6 +79,9 @@ class Agent:
         self.stop_text = ""
         """Why the daemon itself stopped the agent (``--idle-stop``), for its end."""
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.note: dict[str, Any] | None = None
+        """A governance record to journal before the next host starts (a switch back
+        from the TUI, :mod:`agenthost.daemon.journalnote`)."""
 
     @property
     def running(self) -> bool:
@@ -262,6 +267,7 @@ class Supervisor:
                 return False
             resume = record.session_id if resumable(record.spec.agent) else None
             try:
+                await self._write_note(agent)
                 host = await self.spawner.spawn(record.spec, resume=resume)
             except HostAlreadyRunning:
                 log.info("restart.host_exists", agent_id=record.agent_id)
@@ -299,6 +305,51 @@ class Supervisor:
             )
             log.info("agent.restarted", agent_id=record.agent_id, restarts=record.restarts)
             return True
+
+    async def _write_note(self, agent: Agent) -> None:
+        """Journal the agent's pending governance record (before its next host starts).
+        A journal that cannot be written loses the record, not the agent's start."""
+        note, agent.note = agent.note, None
+        if note is None:
+            return
+        try:
+            await asyncio.to_thread(write_note, self.home, agent.record.agent_id, note)
+        except HostAlreadyRunning:
+            raise
+        except AgentHostError as exc:
+            log.warning("journal.note_failed", agent_id=agent.record.agent_id, error=exc.message)
+
+    def returns_from_tui(self, agent: Agent) -> bool:
+        """Whether the end of this run is a TUI's (``daemon.switch``) after which the
+        structured agent starts again: unless it was stopped (through the daemon, or
+        ``agenthost stop`` to its host), which stops the agent, not the TUI alone."""
+        return agent.record.structured_spec is not None and not (
+            agent.stop_requested or agent.host_stopped
+        )
+
+    def _leave_tui(self, agent: Agent) -> RestartDecision | None:
+        """The end of a TUI's run: the structured spec is the agent's again (resuming
+        the newest session the TUI reported); the structured agent starts at once,
+        unless the TUI was stopped. None for a run that was no TUI's."""
+        record = agent.record
+        original = record.structured_spec
+        if original is None:
+            return None
+        back = self.returns_from_tui(agent)
+        record.spec = to_structured(original, record.session_id)
+        record.structured_spec = None
+        if not back:
+            return None
+        reason = "its TUI ended: back to the structured agent" + (
+            f", resuming session {record.session_id}" if record.session_id else ""
+        )
+        agent.note = governance_record(
+            "switched", "daemon", reason, to="structured", session_id=record.session_id
+        )
+        record.status = AgentStatus.RESTARTING
+        record.next_restart_at = time.time()
+        log.info("agent.tui_ended", agent_id=record.agent_id, session_id=record.session_id)
+        return RestartDecision(True, reason=reason)
 
     def _decide(self, record: AgentRecord, *, failure: bool, ran_for: float) -> RestartDecision:
         policy = record.spec.restart if record.spec is not None and record.managed else None
@@ -364,7 +415,11 @@ class Supervisor:
         )
         ran_for = (record.ended_at or time.time()) - (record.host_started_at or time.time())
         decision = self._decide(record, failure=failure, ran_for=ran_for)
-        if outcome is Outcome.STOPPED:
+        back = self._leave_tui(agent)
+        if back is not None:  # never the TUI's restart policy: the structured agent
+            decision = back
+            reason = back.reason
+        elif outcome is Outcome.STOPPED:
             record.status = AgentStatus.STOPPED
             decision = RestartDecision(False, reason=reason)
         elif not self._apply(record, decision) and not decision.gave_up:
@@ -584,7 +639,7 @@ class Supervisor:
         decision = self._decide(record, failure=failure, ran_for=ran_for)
         if agent.stop_requested:
             return
-        if decision.restart:
+        if decision.restart or self.returns_from_tui(agent):
             with contextlib.suppress(AgentHostError):  # gone already: as good
                 await self.stop_host(agent_id, True, 5.0, "restart policy: a new host follows")
         elif decision.gave_up:  # say so now, not when the lingering host ends

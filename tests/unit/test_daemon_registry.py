@@ -173,3 +173,40 @@ def test_kill_9_in_the_middle_of_writes_leaves_a_consistent_database(tmp_path: P
     with Registry(path) as again:
         assert again.load()["a"].last_offset == record.last_offset
     assert time.monotonic() - start < 5
+
+
+def test_the_structured_spec_of_an_agent_in_its_tui_is_kept(tmp_path: Path) -> None:
+    from agenthost.daemon.tuispec import to_tui
+
+    structured = SpawnSpec(agent_id="t1", agent="claude", env={"KEY": "v"})
+    record = AgentRecord("t1", "running", spec=to_tui(structured, "s1"))
+    record.structured_spec = structured
+    with Registry(tmp_path / "daemon.db") as registry:
+        registry.save(record)
+        loaded = registry.load()["t1"]
+        assert loaded.structured_spec == structured and loaded.spec == record.spec
+        wire = loaded.to_wire()
+        assert wire.tui and wire.structured_spec is not None
+        assert wire.structured_spec.env == {"KEY": "<redacted>"}  # as spec's
+        record.structured_spec = None
+        registry.save(record)
+        assert registry.load()["t1"].structured_spec is None
+        assert not registry.load()["t1"].to_wire().tui
+    db = sqlite3.connect(tmp_path / "daemon.db")  # a spec this version cannot read
+    db.execute("UPDATE agents SET structured_spec = '{\"agent\": 5}'")
+    db.commit()
+    db.close()
+    with Registry(tmp_path / "daemon.db") as registry:
+        assert registry.load()["t1"].structured_spec is None
+
+
+def test_a_registry_of_before_the_tui_gains_its_column(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.db"
+    with Registry(path) as registry:
+        registry.save(AgentRecord("old", "stopped"))
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE agents DROP COLUMN structured_spec")
+    db.commit()
+    db.close()
+    with Registry(path) as registry:
+        assert registry.load()["old"].structured_spec is None
