@@ -33,11 +33,13 @@ _REP = re.compile(r"(?:\x1b\[|\x9b)([0-9]*)b\Z")
 
 
 def _portable(dump: str, cols: int) -> str:
-    """``dump`` with 7-bit CSIs and every REP written out (at most ``cols`` times)."""
+    """``dump`` with 7-bit CSIs and every REP written out (at most ``cols`` times);
+    blanks repeated to a row's end are erased instead (``CSI K``), so that a client
+    that reflows on a resize (xterm.js) does not take them for text and wrap them."""
     out: list[str] = []
     previous = ""
-    for match in _TOKEN.finditer(dump):
-        token = match.group()
+    tokens = [match.group() for match in _TOKEN.finditer(dump)]
+    for index, token in enumerate(tokens):
         if token[0] not in "\x1b\x9b":
             out.append(token)
             previous = token[-1]
@@ -45,7 +47,11 @@ def _portable(dump: str, cols: int) -> str:
         rep = _REP.match(token)
         if rep is not None:
             count = min(int(rep.group(1) or "1"), cols)
-            out.append(previous * count)
+            following = tokens[index + 1] if index + 1 < len(tokens) else "\r"
+            if previous == " " and following[0] in "\r\n":
+                out.append("\x1b[K")  # the row's end: with the pen's background
+            else:
+                out.append(previous * count)
         elif token[0] == "\x9b":
             out.append("\x1b[" + token[1:])
         else:
