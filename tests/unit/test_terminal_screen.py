@@ -7,6 +7,7 @@ original bytes.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,14 +126,19 @@ def test_invalid_utf8_shows_replacement_characters() -> None:
 
 
 def test_a_recording_made_live_equals_the_oracle(tmp_path: Path) -> None:
-    """The shell scenario recorded now in a real PTY (bash is always there), and vim
-    when installed: the bytes of this machine's programs, not only the fixtures'."""
+    """The shell scenario recorded now in a real PTY (bash is always there), and vim,
+    less and htop (installed by CI, which must run them: AGENTHOST_E2E_REQUIRED): the
+    bytes of this machine's programs, not only the fixtures'."""
     recording = ttyscenarios.record_shell(tmp_path)
     assert recording.marks and any(isinstance(c, tuple) for c in recording.chunks)
     cases = recording_cases(recording)
-    if ttyscenarios.available("vim"):
-        (tmp_path / "vim").mkdir()
-        cases += recording_cases(ttyscenarios.record_vim(tmp_path / "vim"))
+    for name in ("vim", "less", "htop"):
+        if not ttyscenarios.available(name):
+            assert not os.environ.get("AGENTHOST_E2E_REQUIRED"), f"{name} is not installed"
+            continue
+        (tmp_path / name).mkdir()
+        record = ttyscenarios.SCENARIOS[name][1]
+        cases += recording_cases(record(tmp_path / name))
     assert judge(cases) == []
 
 
