@@ -138,3 +138,27 @@ def test_a_link_answers_codexs_request_and_the_command_runs(
         events_until(conn, is_state("idle"))
     assert (codex.workdir / "approved.txt").read_text() == "hello\n"
     assert decisions(host) == ["allowed by link"]
+
+
+def test_a_link_answers_claude_codes_tui_through_its_hook(
+    host_factory: HostFactory,
+    claude_bin: Path,
+    anthropic: FakeAnthropic,
+    dirs: ClaudeDirs,
+    gateway: Gateway,
+    home: Path,
+) -> None:
+    """The same one-tap link for Claude Code in its own TUI (``--agent pty``): the
+    request comes from its PermissionRequest hook, the answer goes back through it."""
+    from test_terminal_claude import tui
+
+    anthropic.add(tool_use("Bash", {"command": WRITE_COMMAND}), text("Marker made."))
+    host = tui(host_factory, claude_bin, dirs, anthropic)
+    with attached(host) as conn:
+        request = asked(conn, "Make a marker file")
+        assert request["tool_input"] == WRITE_COMMAND
+        answer = follow(gateway, home, "tui", request, "allow")
+        assert answer["tool_name"] == "Bash"
+        events_until(conn, is_state("idle"))
+    assert (dirs.worktree / "marker.txt").exists()  # the real TUI ran it
+    assert decisions(host) == ["allowed by link"]

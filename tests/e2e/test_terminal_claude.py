@@ -36,6 +36,7 @@ def tui(
         "tui", "--agent", "pty", "--cwd", str(dirs.worktree), command=command, env=env
     )
     host.wait_state("idle", timeout=TIMEOUT)  # SessionStart: at its prompt
+    wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
     return host
 
 
@@ -52,7 +53,6 @@ def test_a_person_answers_the_tui_through_host_respond(
         text("Marker made."),
     )
     host = tui(host_factory, claude_bin, dirs, anthropic)
-    wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
     with host.raw() as conn:
         assert conn.request("host.send", {"input": "Please make a marker file"})["success"]
     host.wait_state("waiting", timeout=TIMEOUT)
@@ -86,7 +86,6 @@ def test_a_deny_rule_answers_the_tui_through_its_hook(
         text("Understood, no marker."),
     )
     host = tui(host_factory, claude_bin, dirs, anthropic)
-    wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
     with host.raw() as conn:
         assert conn.request("host.send", {"input": "Please make a marker file"})["success"]
     wait_for(lambda: "Understood, no marker." in screen_text(host), TIMEOUT, "the model's answer")
