@@ -18,10 +18,12 @@ from codex_env import CodexEnv
 from fakes.anthropic import FakeAnthropic, text, tool_use
 from fakes.openai import FakeOpenAI
 from fakes.openai import text as codex_text
+from notifysink import sink
 from test_hooks_tui import WRITE_COMMAND, first_run_done
 
 from conftest import HostFactory
-from hosttools import HostProc, history, wait_for
+from daemontools import DaemonWorld
+from hosttools import HostProc, RawConn, history, wait_for
 
 TIMEOUT = 60.0
 
@@ -119,3 +121,54 @@ def test_codex_tui_is_idle_after_its_turn(host_factory: HostFactory) -> None:
             assert host.agent()["session_id"]  # the thread Codex named in its notify
         finally:
             env.cleanup()
+
+
+def test_a_notice_goes_out_when_the_tui_asks(
+    world: DaemonWorld, claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic
+) -> None:
+    """Through the daemon, as people run agents: Claude Code's TUI asks, the daemon's
+    notice (a webhook here) says so with its one-tap links; the person answers."""
+    anthropic.add(
+        tool_use("Bash", {"command": WRITE_COMMAND, "description": "Make a marker"}),
+        text("Marker made."),
+    )
+    env = claude_env(anthropic.url, dirs)
+    first_run_done(dirs, env["ANTHROPIC_API_KEY"])
+    with sink() as server:
+        (world.home / "config.toml").write_text(
+            '[web]\npublic_url = "https://box.example:8765"\n[notify]\ndelay = "1s"\n'
+            f'[notify.channels.hook]\ntype = "webhook"\nurl = "{server.url}/hook"\n'
+        )
+        world.start_daemon("--scan-interval", "0")
+        spec = {
+            "agent_id": "tuin",
+            "agent": "pty",
+            "command": [str(claude_bin), "--model", "claude-sonnet-4-5"],
+            "cwd": str(dirs.worktree),
+            "env": env,
+        }
+        world.request("daemon.spawn", spec)
+        host = RawConn(world.home / "hosts" / "tuin.sock")
+        try:
+            wait_for(
+                lambda: (
+                    "for shortcuts" in "\n".join(host.request("host.screen")["payload"]["lines"])
+                ),
+                TIMEOUT,
+                "the TUI's prompt",
+            )
+            assert host.request("host.send", {"input": "Please make a marker file"})["success"]
+            (got,) = server.wait(1, "/hook")
+            notice = got.json()
+            assert notice["kind"] == "waiting" and notice["agent_id"] == "tuin"
+            assert notice["title"] == f"tuin asks to use Bash: {WRITE_COMMAND}"
+            assert notice["approve_url"].startswith("https://box.example:8765/l/")
+            (request,) = host.request("host.pending")["payload"]["requests"]
+            assert notice["requests"][0]["request_id"] == request["request_id"]
+            answer = host.request(
+                "host.respond", {"request_id": request["request_id"], "behavior": "allow"}
+            )
+            assert answer["success"], answer
+            wait_for(lambda: (dirs.worktree / "marker.txt").exists(), TIMEOUT, "the marker")
+        finally:
+            host.close()
