@@ -323,8 +323,12 @@ def run_host(
 def _profile(pid: int, path: str | None) -> subprocess.Popen[bytes] | None:
     if path is None:
         return None
-    spy = shutil.which("py-spy", path=str(Path(PY).parent)) or "py-spy"
-    argv = [spy, "record", "-p", str(pid), "-f", "raw", "-r", "250", "-o", path, "--nonblocking"]
+    if path.endswith(".perf"):  # on-CPU samples, C and kernel included
+        argv = ["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o", path]
+    else:  # py-spy samples wall time: a read that waits for the kernel counts
+        spy = shutil.which("py-spy", path=str(Path(PY).parent)) or "py-spy"
+        argv = [spy, "record", "-p", str(pid), "-f", "raw", "-r", "250", "-o", path]
+        argv.append("--nonblocking")
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)  # py-spy attaches
     return proc
@@ -334,7 +338,9 @@ def run_relay(procs: Procs, setup: Setup, producer: Producer, clients: int) -> d
     path = setup.tmp / "relay.sock"
     path.unlink(missing_ok=True)  # a killed relay leaves it
     argv = [PY, RELAY, "--socket", str(path), "--clients", str(clients)]
-    relay = procs.popen([*argv, "--", *producer.argv(setup.fifo, setup.data)], stdout=subprocess.PIPE)
+    relay = procs.popen(
+        [*argv, "--", *producer.argv(setup.fifo, setup.data)], stdout=subprocess.PIPE
+    )
     assert relay.stdout is not None
     conns, sinks, kids = [], [], []
     try:
@@ -680,7 +686,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, no docs")
     parser.add_argument("--no-docs", action="store_true", help=f"leave {DOC.name} alone")
     parser.add_argument("--skip-extras", action="store_true", help="floods only")
-    parser.add_argument("--profile", help="py-spy raw profile of the host, 10-client text")
+    parser.add_argument(
+        "--profile",
+        help="profile the host in the first round of the largest client count: "
+        "py-spy raw output, or `perf record` when the name ends in .perf",
+    )
     parser.add_argument("--out", help="write the results JSON here")
     args = parser.parse_args()
     if args.quick:
@@ -710,11 +720,8 @@ def main() -> int:
                 runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
                 for round_ in range(args.repeat):
                     for system in systems:
-                        profile = (
-                            args.profile
-                            if system == "host" and clients == 10 and name == "text" and not round_
-                            else None
-                        )
+                        first = system == "host" and clients == counts[-1] and not round_
+                        profile = args.profile if first else None
                         if system == "host":
                             one = run_host(procs, setup, producer, clients, profile)
                         elif system == "relay":

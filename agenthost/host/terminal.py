@@ -31,6 +31,11 @@ from agenthost.terminal.sizes import SizePolicy
 
 log = structlog.get_logger("agenthost.terminal")
 
+FEED_PIECE: Final = 4096
+"""Bytes handed to the emulator at a time. A read batch is up to 64 KiB; the emulator
+(avt) costs more per byte when fed such a batch whole (about 2x on a ``yes`` flood,
+where every line scrolls) than in pieces of a few KiB (benchmarks/terminal.py)."""
+
 QUIET: Final = 2.0
 """Seconds without output after which a terminal agent without hooks counts as
 ``idle`` (a heuristic: docs/terminal.md)."""
@@ -97,8 +102,13 @@ class TerminalSide:
     def _publish(self, chunks: list[bytes]) -> None:
         if not chunks:
             return
+        feed = self.screen.feed
         for chunk in chunks:
-            self.screen.feed(chunk)
+            if len(chunk) <= FEED_PIECE:
+                feed(chunk)
+                continue
+            for start in range(0, len(chunk), FEED_PIECE):
+                feed(chunk[start : start + FEED_PIECE])
         events: list[AdapterEvent] = [TerminalOutput(chunk) for chunk in chunks]
         if self.heuristic:
             self._last_output = time.monotonic()
