@@ -68,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from procs import PY, Procs, kill_all, process_cpu_ns, request  # noqa: E402
 
+from agenthost.host.terminal import FEED_PIECE  # noqa: E402
 from agenthost.terminal.chunks import event_bytes  # noqa: E402
 from agenthost.terminal.screen import Screen  # noqa: E402
 
@@ -544,7 +545,6 @@ def snapshots(procs: Procs, tmp: Path, count: int = 20) -> list[dict[str, Any]]:
                     "host_cpu_ms": cpu / 1e6 / count,
                     "screen_cpu_ms": spent / 1e6 / count,
                     "snapshot_json_bytes": len(json.dumps(snap, ensure_ascii=False).encode()),
-                    "host_pss_mib": smaps(host.proc.pid)["pss"],
                 }
             )
         finally:
@@ -552,12 +552,16 @@ def snapshots(procs: Procs, tmp: Path, count: int = 20) -> list[dict[str, Any]]:
     return out
 
 
-def memory(procs: Procs, count: int = 5) -> dict[str, Any]:
-    """PSS and private memory of idle pty and lines hosts, side by side."""
+def memory(procs: Procs, tmp: Path, count: int = 5) -> dict[str, Any]:
+    """PSS and private memory of idle pty and lines hosts, and of two pty hosts whose
+    scrollback is full, all side by side (so the shared pages are split alike)."""
     hosts = []
     for _ in range(count):
-        hosts.append(("pty", procs.start_host("pty", ["sleep", "infinity"])))
-        hosts.append(("lines", procs.start_host("lines", ["sleep", "infinity"])))
+        hosts.append(("pty, idle", procs.start_host("pty", ["sleep", "infinity"])))
+        hosts.append(("lines, idle", procs.start_host("lines", ["sleep", "infinity"])))
+    for size in ((80, 24), (200, 60)):
+        label = f"pty {size[0]}x{size[1]}, after 2,000 lines (scrollback full)"
+        hosts.append((label, painted_host(procs, tmp, size, 2000)[0]))
     deadline = time.monotonic() + 30
     for _, host in hosts:
         while time.monotonic() < deadline:
@@ -566,20 +570,24 @@ def memory(procs: Procs, count: int = 5) -> dict[str, Any]:
             time.sleep(0.05)
     time.sleep(1)  # idle, as issue 8's memory figures
     figures: dict[str, Any] = {}
-    for kind in ("pty", "lines"):
-        rows = [smaps(h.proc.pid) for k, h in hosts if k == kind]
-        figures[kind] = {key: statistics.fmean(r[key] for r in rows) for key in rows[0]}
+    for label in dict.fromkeys(k for k, _ in hosts):
+        rows = [smaps(h.proc.pid) for k, h in hosts if k == label]
+        figures[label] = {key: statistics.fmean(r[key] for r in rows) for key in rows[0]}
+        figures[label]["hosts"] = len(rows)
     for _, host in hosts:
         procs.stop_host(host)
     return figures
 
 
 def emulator_alone(data: bytes, chunk: int) -> float:
-    """CPU ms per MB of ``Screen.feed`` on ``data`` cut in ``chunk``-byte pieces."""
+    """CPU ms per MB of ``Screen.feed`` on ``data`` cut in ``chunk``-byte events, each
+    fed as the host feeds it (in pieces of ``FEED_PIECE`` bytes at most)."""
     screen = Screen(COLS, ROWS)
     spent = time.process_time_ns()
     for i in range(0, len(data), chunk):
-        screen.feed(data[i : i + chunk])
+        event = data[i : i + chunk]
+        for j in range(0, len(event), FEED_PIECE):
+            screen.feed(event[j : j + FEED_PIECE])
     return (time.process_time_ns() - spent) / 1e6 / (len(data) / MB)
 
 
@@ -659,10 +667,12 @@ def render(results: dict[str, Any]) -> str:
             f"{s['screen_cpu_ms']:.2f} ms |"
             for s in results["snapshots"]
         ),
-        "Memory of idle hosts (5 of each kind side by side, `sleep infinity`; mean):",
-        "| host | PSS | private | RSS |\n|---|--:|--:|--:|\n"
+        "Memory of a host process (all these hosts side by side; idle ones run "
+        "`sleep infinity`; mean):",
+        "| host | hosts | PSS | private | RSS |\n|---|--:|--:|--:|--:|\n"
         + "\n".join(
-            f"| {k} | {m['pss']:.1f} MiB | {m['private']:.1f} MiB | {m['rss']:.1f} MiB |"
+            f"| {k} | {m['hosts']} | {m['pss']:.1f} MiB | {m['private']:.1f} MiB "
+            f"| {m['rss']:.1f} MiB |"
             for k, m in results["memory"].items()
         ),
     ]
@@ -750,7 +760,7 @@ def main() -> int:
             )
         if not args.skip_extras:
             results["snapshots"] = snapshots(procs, tmp)
-            results["memory"] = memory(procs)
+            results["memory"] = memory(procs, tmp)
         else:
             results["snapshots"], results["memory"] = [], {}
     text = render(results)
