@@ -1,6 +1,10 @@
 """Terminal agents (issue 30) side by side in one run: the host, a plain PTY relay, tmux.
 
     .venv/bin/python benchmarks/terminal.py [--mb 50] [--repeat 3] [--no-docs] [--quick]
+    .venv/bin/python benchmarks/terminal.py --baseline /tmp/old   # + an older host
+
+``--baseline DIR`` adds the host of the ``agenthost`` package in DIR (e.g. ``git archive
+COMMIT | tar -x -C DIR``) as a fourth system, alternating with the others.
 
 * **Floods.** One producer floods its terminal: ``cat`` of a file of mixed text (words,
   some UTF-8, SGR colours on a third of the lines; ``--mb`` MB) or ``yes`` through
@@ -289,10 +293,33 @@ def result(
     }
 
 
+def start_pty_host(procs: Procs, argv: list[str], tree: str | None) -> Any:
+    """A pty host, of this checkout or of the ``agenthost`` package in ``tree``."""
+    if tree is None:
+        return procs.start_host("pty", argv)
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    # ``python -m`` looks in its working directory first, then PYTHONPATH
+    os.environ["PYTHONPATH"] = str(Path(tree).resolve())
+    os.chdir(tree)
+    try:
+        return procs.start_host("pty", argv)
+    finally:
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def run_host(
-    procs: Procs, setup: Setup, producer: Producer, clients: int, profile: str | None
+    procs: Procs,
+    setup: Setup,
+    producer: Producer,
+    clients: int,
+    profile: str | None,
+    tree: str | None = None,
 ) -> dict[str, Any]:
-    host = procs.start_host("pty", producer.argv(setup.fifo, setup.data))
+    host = start_pty_host(procs, producer.argv(setup.fifo, setup.data), tree)
     conns, sinks = [], []
     try:
         for i in range(clients):
@@ -314,7 +341,8 @@ def run_host(
         if spy is not None:
             spy.send_signal(2)
             spy.wait(60)
-        return result("host", sinks, producer, start, cpu, 0, mine)
+        name = "host" if tree is None else "baseline host"
+        return result(name, sinks, producer, start, cpu, 0, mine)
     finally:
         for conn in conns:
             conn.close()
@@ -614,10 +642,8 @@ def flood_table(cells: list[dict[str, Any]]) -> str:
         "|---|--:|---|--:|--:|--:|--:|--:|--:|---|"
     )
     rows = [head]
-    tmux = {(c["flood"], c["clients"]): c for c in cells if c["system"] == "tmux"}
     for c in cells:
-        ref = tmux.get((c["flood"], c["clients"]))
-        ratio = f"{c['mb_per_s'] / ref['mb_per_s']:.2f}" if ref else "–"
+        ratio = f"{c['vs_tmux']:.2f}" if "vs_tmux" in c else "–"
         cpu = f"{c['cpu_ms_per_mb']:.1f}"
         if c["system"] == "tmux":
             cpu += f" (+ attach clients {c['other_cpu_ms_per_mb']:.1f})"
@@ -638,7 +664,7 @@ def goal_lines(cells: list[dict[str, Any]]) -> list[str]:
         if "host" not in by or "tmux" not in by:
             continue
         host, tmux = by["host"], by["tmux"]
-        speed = host["mb_per_s"] / tmux["mb_per_s"]
+        speed = host["vs_tmux"]
         cpu = host["cpu_ms_per_mb"] / tmux["cpu_ms_per_mb"]
         out.append(
             f"- {flood}, 10 clients: throughput {speed:.2f}× tmux's (goal ≥ 1: "
@@ -652,7 +678,8 @@ def render(results: dict[str, Any]) -> str:
     cells = results["floods"]
     parts = [
         f"{results['when']}, {results['machine']}; `{results['command']}`",
-        "Floods (median of the rounds; MB = 10^6 bytes of the terminal's output):",
+        "Floods (median of the rounds; ÷ tmux: the median of each round's ratio; "
+        "MB = 10^6 bytes of the terminal's output):",
         flood_table(cells),
         "\n".join(goal_lines(cells)),
         "The emulator alone (`Screen.feed` in one process, the same bytes cut as the host "
@@ -702,10 +729,18 @@ def main() -> int:
         "py-spy raw output, or `perf record` when the name ends in .perf",
     )
     parser.add_argument("--out", help="write the results JSON here")
+    parser.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="also run the host of the agenthost package in TREE (an older checkout, "
+        "e.g. from git archive): system 'baseline', alternating with the others",
+    )
     args = parser.parse_args()
     if args.quick:
         args.mb, args.yes_mb, args.repeat = 2, 1, 1
     systems = args.systems.split(",")
+    if args.baseline:
+        systems.append("baseline")
     counts = [int(n) for n in args.clients.split(",")]
     floods = {
         "text": Producer("text", 'cat "$1"', mixed_text(int(args.mb * MB))),
@@ -734,6 +769,8 @@ def main() -> int:
                         profile = args.profile if first else None
                         if system == "host":
                             one = run_host(procs, setup, producer, clients, profile)
+                        elif system == "baseline":
+                            one = run_host(procs, setup, producer, clients, None, args.baseline)
                         elif system == "relay":
                             one = run_relay(procs, setup, producer, clients)
                         else:
@@ -747,6 +784,11 @@ def main() -> int:
                 for system in systems:
                     cell = medians(runs[system])
                     cell["flood"] = name
+                    if "tmux" in runs:  # each round's ratio: the pairs ran a minute apart
+                        pairs = zip(runs[system], runs["tmux"], strict=True)
+                        cell["vs_tmux"] = statistics.median(
+                            r["mb_per_s"] / t["mb_per_s"] for r, t in pairs
+                        )
                     results["floods"].append(cell)
         host_events = {
             c["flood"]: c for c in results["floods"] if c["system"] == "host" and c["events"]
