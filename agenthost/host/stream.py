@@ -48,7 +48,7 @@ from agenthost.protocol import (
     encode_response_pieces,
 )
 from agenthost.ringbuffer import RingBuffer
-from agenthost.terminal.chunks import term_fields
+from agenthost.terminal.chunks import json_text, term_fields
 from agenthost.timefmt import now_rfc3339
 from agenthost.wire.stream import plan_attach
 
@@ -257,7 +257,13 @@ class AgentStream:
         if type(ev) is Output:
             return encoder.output(offset, timestamp, ev.data, ev.stream, ev.continued, ev.escaped)
         if type(ev) is TerminalOutput:
-            return encoder.event(EventType.TERMINAL, offset, timestamp, term_fields(ev.data))
+            text = json_text(ev.data)
+            if text is None:  # not UTF-8: data_b64
+                return encoder.event(EventType.TERMINAL, offset, timestamp, term_fields(ev.data))
+            # a flood's hot path: the bytes escaped as they are, not decoded, dumped by
+            # json and encoded again (byte for byte the same event; its head is ours)
+            head = encoder.event(EventType.TERMINAL, offset, timestamp, {})
+            return b"".join((head[:-2], b',"data":"', text, b'"}\n'))
         if type(ev) is TerminalResized:
             size = {"cols": ev.cols, "rows": ev.rows}
             self.info["terminal"] = size

@@ -102,7 +102,7 @@ class TerminalSide:
     def _publish(self, chunks: list[bytes]) -> None:
         if not chunks:
             return
-        for chunk in chunks:
+        for chunk in chunks:  # the screen feeds its emulator in small pieces itself
             self.screen.feed(chunk)
         events: list[AdapterEvent] = [TerminalOutput(chunk) for chunk in chunks]
         if self.heuristic:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
+from json.encoder import encode_basestring
 from typing import Any, Final
 
 from agenthost.errors import ProtocolError
@@ -84,6 +85,60 @@ def term_fields(chunk: bytes) -> dict[str, str]:
         return {"data": chunk.decode()}
     except UnicodeDecodeError:
         return {"data_b64": base64.b64encode(chunk).decode("ascii")}
+
+
+_PLAIN: Final = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
+"""Bytes a JSON string holds as they are (``bytes.translate`` deletes them)."""
+
+_ESCAPES: Final = {
+    **{b: b"\\u%04x" % b for b in range(0x20)},
+    0x08: b"\\b",
+    0x09: b"\\t",
+    0x0A: b"\\n",
+    0x0C: b"\\f",
+    0x0D: b"\\r",
+    0x22: b'\\"',
+}
+"""What the json module writes for the other bytes, except the backslash (first)."""
+
+_USUAL_BYTES: Final = b'\x1b\r\n"\\'
+_USUAL: Final = tuple(b for b in _USUAL_BYTES if b != 0x5C)
+
+
+def json_text(chunk: bytes) -> bytes | None:
+    """``chunk`` inside the quotes of a JSON string, byte for byte what ``json.dumps``
+    (``ensure_ascii=False``) writes for ``chunk.decode()`` there, encoded as UTF-8; None
+    when ``chunk`` is not UTF-8 (it then travels as ``data_b64``).
+
+    The hot path of a flooding terminal: no dumping of a dict, and for the usual
+    output (a few bytes to escape per line: ESC, CR, LF) no encoding back from str,
+    only one ``bytes.replace`` per distinct byte to escape.
+    """
+    text = None
+    if not chunk.isascii():
+        try:
+            text = chunk.decode()
+        except UnicodeDecodeError:
+            return None
+    special = chunk.translate(None, _PLAIN)
+    if not special:
+        return chunk
+    if len(special) > len(chunk) >> 3:
+        # dense (`yes`: every other byte a CR or LF): one pass of json's C escaper
+        # costs less than a replace per distinct byte over that many places
+        text = chunk.decode() if text is None else text
+        return encode_basestring(text)[1:-1].encode()
+    if b"\\" in special:
+        chunk = chunk.replace(b"\\", b"\\\\")
+    # the usual ones by name (a set of a flood's every CR and LF would cost more than
+    # the replacing), then whatever else there is
+    for byte in _USUAL:
+        if byte in special:
+            chunk = chunk.replace(bytes((byte,)), _ESCAPES[byte])
+    rare = special.translate(None, _USUAL_BYTES)
+    for byte in set(rare):
+        chunk = chunk.replace(bytes((byte,)), _ESCAPES[byte])
+    return chunk
 
 
 def event_bytes(event: Mapping[str, Any]) -> bytes:
