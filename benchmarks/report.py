@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import goals15
@@ -613,6 +614,16 @@ def how(config: dict[str, Any]) -> str:
         latency_clients_text=_numbers(config["latency_clients"]),
         rates_text=_numbers(config["rates"]),
     )
+
+
+_ISSUE_SECTION = re.compile(r"^## [^\n]*\(issue \d+\)$", re.M)
+
+
+def issue_sections(old: str) -> str:
+    """The sections of the page that other benchmarks write (``## ... (issue N)`` to
+    the end: governance, sandboxes, terminals...), to keep after what this one writes."""
+    match = _ISSUE_SECTION.search(old)
+    return "\n" + old[match.start() :] if match else ""
 
 
 def document(results: dict[str, Any]) -> str:

@@ -391,7 +391,8 @@ def publish(results: dict[str, Any], out: Path | None, docs: bool, plot_dir: Pat
         log(f"plots: {', '.join(str(p) for p in paths)}")
     if docs:
         path = ROOT / "docs" / "performance.md"
-        path.write_text(report.document(results))
+        kept = report.issue_sections(path.read_text()) if path.exists() else ""
+        path.write_text(report.document(results) + kept)
         log(f"wrote {path}")
     return 0 if results["summary"]["complete"] else 2
 

@@ -188,3 +188,13 @@ def test_report_renders_the_issue15_table_and_its_unmet_goals(with_summary: bool
     results["spawned"] = _spawned(10.0, 5.0, {"fork": 20})
     results["summary"]["goals15"] = goals15.goals(results)
     assert report.unmet(results) == "Every goal that was measured was met in this run."
+
+
+def test_make_bench_keeps_the_sections_other_benchmarks_write() -> None:
+    report = _bench("report")
+    page = (BENCH.parent / "docs" / "performance.md").read_text()
+    kept = report.issue_sections(page)
+    # everything from the first issue's section on, byte for byte, and nothing before
+    assert kept.startswith("\n## Governance (issue 19)\n") and page.endswith(kept[1:])
+    assert "## Terminal agents (issue 30)" in kept and "## Figures" not in kept
+    assert report.issue_sections("# Performance\n\n## Figures\n") == ""
