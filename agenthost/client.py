@@ -28,12 +28,13 @@ reattach.
 from __future__ import annotations
 
 import asyncio
+import base64
 import builtins
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, TypeVar
 
 import uvloop
 from pydantic import BaseModel
@@ -83,6 +84,9 @@ from agenthost.protocol import (
 from agenthost.remote import Remote, as_remote
 from agenthost.wire.client import ClientCore, ServiceClient, StreamLimit
 from agenthost.wire.ssh import SshLink
+
+if TYPE_CHECKING:
+    from agenthost.models import Screen
 
 DEFAULT_CONNECT_TIMEOUT: Final = 2.0
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
@@ -414,6 +418,45 @@ class AsyncClient(ServiceClient[StreamEvent]):
         response = await self._typed(BudgetResponse, MessageType.BUDGET, payload=payload)
         return response.budget
 
+    # --- terminal agents (protocol 1.7) ----------------------------------------------------
+
+    async def input(self, data: bytes | str) -> None:
+        """Type ``data`` into a terminal agent's terminal (keys, a paste): text is sent
+        as UTF-8, other bytes as they are. Typing makes this connection's size the
+        terminal's (the "latest" size policy). Raise InvalidPayload for an agent that is
+        not a terminal agent, Busy when it has not read earlier input, AgentNotRunning.
+        """
+        if isinstance(data, bytes):
+            try:
+                payload = {"data": data.decode()}
+            except UnicodeDecodeError:
+                payload = {"data_b64": base64.b64encode(data).decode("ascii")}
+        else:
+            payload = {"data": data}
+        await self.request(MessageType.INPUT, payload)
+
+    async def resize(self, cols: int, rows: int) -> tuple[int, int]:
+        """Tell a terminal agent's host this client's terminal size; return the size
+        the terminal has now (a host started with ``--size`` keeps its own). Raise
+        InvalidPayload for a size out of range (2..1000 x 1..1000) or an agent that is
+        not a terminal agent."""
+        from agenthost.models import ResizeResponse
+
+        response = await self._typed(
+            ResizeResponse, MessageType.RESIZE, payload={"cols": cols, "rows": rows}
+        )
+        return response.cols, response.rows
+
+    async def screen(self, offset: int | None = None) -> Screen:
+        """A terminal agent's screen now, or as of ``offset`` while the journal keeps
+        the events up to it: a Screen (``offset``, ``cols``, ``rows``, ``cursor``,
+        ``lines``, ``dump``...). Raise InvalidPayload for an agent that is not a
+        terminal agent, or an offset no longer kept."""
+        from agenthost.models import Screen
+
+        payload = {"offset": offset} if offset is not None else None
+        return await self._typed(Screen, MessageType.SCREEN, payload=payload)
+
     def follow(
         self,
         after: tuple[str, int] | None = None,
@@ -451,8 +494,12 @@ class AsyncClient(ServiceClient[StreamEvent]):
             self, after, keep_trying=keep_trying, on_attached=on_attached, backoff=backoff
         )
 
-    def attach(self, offset: int = 0) -> Subscription:
+    def attach(self, offset: int = 0, *, snapshot: bool = False) -> Subscription:
         """Attach to the stream after ``offset`` (0 = from the oldest retained event).
+
+        With ``snapshot`` (a terminal agent, protocol 1.7) the stream starts from the
+        agent's screen now instead: the response's ``screen``, then the events after
+        ``screen.offset`` (``offset`` is not used).
 
         ``offset`` is the last offset you have: the stream replays every retained
         event after it, then follows live, each offset exactly once. Iterate the result
@@ -475,16 +522,21 @@ class AsyncClient(ServiceClient[StreamEvent]):
         The attach request raises InvalidPayload for a negative offset; a frame that
         breaks the protocol ends the iteration with ProtocolError.
         """
-        return Subscription(self, offset)
+        return Subscription(self, offset, snapshot=snapshot)
 
-    async def _attach(self, offset: int, *, resume_stream: bool = False) -> AttachResponse:
+    async def _attach(
+        self, offset: int, *, snapshot: bool = False, resume_stream: bool = False
+    ) -> AttachResponse:
+        payload: dict[str, Any] | None = {"offset": offset} if offset else None
+        if snapshot:
+            payload = {"snapshot": True}
         response = await self._typed(
-            AttachResponse,
-            MessageType.ATTACH,
-            payload={"offset": offset} if offset else None,
-            resume_stream=resume_stream,
+            AttachResponse, MessageType.ATTACH, payload=payload, resume_stream=resume_stream
         )
-        if offset <= response.stream_offset:
+        if snapshot and response.screen is not None:
+            offset = response.screen.offset  # the events that follow come after it
+            self.last_offset = offset
+        elif offset <= response.stream_offset:
             self.last_offset = max(offset, response.oldest_offset - 1)
         else:
             self.last_offset = response.stream_offset
@@ -550,9 +602,10 @@ class Subscription:
     ``last_offset`` tells where to reattach.
     """
 
-    def __init__(self, client: AsyncClient, offset: int = 0) -> None:
+    def __init__(self, client: AsyncClient, offset: int = 0, *, snapshot: bool = False) -> None:
         self.client = client
         self.offset = offset
+        self.snapshot = snapshot
         self._response: AttachResponse | None = None
 
     @property
@@ -566,7 +619,7 @@ class Subscription:
     async def start(self) -> Subscription:
         """Send the attach request unless it was sent; return this subscription."""
         if self._response is None:
-            self._response = await self.client._attach(self.offset)
+            self._response = await self.client._attach(self.offset, snapshot=self.snapshot)
         return self
 
     def __await__(self) -> Generator[Any, None, Subscription]:

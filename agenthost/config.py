@@ -2,8 +2,9 @@
 
 One file holds what a person decides once for all agents of a home: who is notified
 and how (``[notify]``), what the approval policy allows without asking
-(``[policy]``), where the web gateway is reached from outside (``[web]``), and how
-agents are confined (``[sandbox]``).
+(``[policy]``), where the web gateway is reached from outside (``[web]``), how
+agents are confined (``[sandbox]``) and which key detaches ``agenthost attach``
+(``[attach]``).
 It is read with :mod:`tomllib` and validated by the models below, which forbid
 unknown keys: a misspelt key is an error that names it, never a silent default.
 
@@ -379,6 +380,19 @@ class SandboxConfig(ConfigModel):
         return self.default, tuple(self.allow_hosts)
 
 
+def _detach_key(value: str) -> str:
+    from agenthost.terminal.keys import parse_detach_key
+
+    return parse_detach_key(value).name
+
+
+class AttachConfig(ConfigModel):
+    """``[attach]``: what ``agenthost attach`` does at this user's terminal."""
+
+    detach_key: Annotated[str, AfterValidator(_detach_key)] = "ctrl-]"
+    """The key that detaches (``ctrl-]``, ``ctrl-q``, ``^Q``...), stored as ``ctrl-x``."""
+
+
 class HomeConfig(ConfigModel):
     """The whole ``config.toml``; every section may be left out."""
 
@@ -386,6 +400,7 @@ class HomeConfig(ConfigModel):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     web: WebConfig = Field(default_factory=WebConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    attach: AttachConfig = Field(default_factory=AttachConfig)
 
 
 DEFAULT_CONFIG: Final = HomeConfig()

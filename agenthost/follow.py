@@ -118,7 +118,7 @@ class FollowClient(Protocol):
 
     async def status(self) -> StatusResponse: ...
 
-    def attach(self, offset: int = 0) -> Awaitable[_Attachment]: ...
+    def attach(self, offset: int = 0, *, snapshot: bool = False) -> Awaitable[_Attachment]: ...
 
     async def recv_frame(self, timeout: float | None = None) -> tuple[StreamEvent, bytes]: ...
 
@@ -200,6 +200,11 @@ class Follow:
     remote host while the failure is the link). ``on_attached``: called after
     each attach, before its events. Both hooks may be plain or async functions; what
     they raise ends the iteration. ``backoff``: the pauses between attempts.
+    ``snapshot``: for a terminal agent (protocol 1.7), start from its screen rather
+    than from the oldest event (the first attach, unless ``after`` or ``start`` says
+    where, and a new stream): the attach response's ``screen``, which ``on_attached``
+    paints, then the events after it. A reconnection to the same stream resumes by
+    offset as always.
 
     Raise VersionUnsupported (from iteration) for a host of another major protocol.
     Leaving the loop (``break``, :meth:`stop`) leaves the client as it is: close it.
@@ -215,9 +220,11 @@ class Follow:
         keep_trying: KeepTrying | None = None,
         on_attached: OnAttached | None = None,
         backoff: Backoff | None = None,
+        snapshot: bool = False,
     ) -> None:
         self.client = client
         self.cursor = Cursor(after)
+        self.snapshot = snapshot
         self.attaches = 0
         """Successful attaches so far."""
         self.frame = b""
@@ -316,8 +323,11 @@ class Follow:
         if status is None:
             status = await client.status()
         _check_version(status)
+        screen = self.snapshot and status.agent.terminal is not None
         if self._start is not None and self.attaches == 0:
             cursor.start_at(await self._start(client))
+        elif screen and not cursor.epoch and not cursor.owed:
+            return await self._from_screen(status)
         from_offset = cursor.offset
         response = (await client.attach(from_offset)).response
         if cursor.other_stream(response, from_offset):
@@ -325,9 +335,20 @@ class Follow:
             # after `from_offset` may be queued already on this one)
             await client.close()
             await client.connect()
+            if screen:
+                return await self._from_screen(status)
             from_offset = 0
             response = (await client.attach(0)).response
         new_epoch, gap = cursor.attached(response, from_offset)
+        return Attached(response, status, from_offset, new_epoch), gap
+
+    async def _from_screen(self, status: StatusResponse) -> tuple[Attached, Gap | None]:
+        """Attach from a terminal agent's screen: the events after it follow."""
+        response = (await self.client.attach(snapshot=True)).response
+        from_offset = response.stream_offset if response.screen is None else response.screen.offset
+        new_epoch, gap = self.cursor.attached(response, from_offset)
+        if gap is not None and gap.reason == "new_epoch":
+            gap = Gap(gap.epoch, 0, from_offset + 1, "new_epoch")  # what the screen painted
         return Attached(response, status, from_offset, new_epoch), gap
 
 

@@ -31,7 +31,8 @@ class Gap:
     them. "new_epoch": the host's stream is not the one followed so far (its offsets
     say nothing about the old ones, whose unread end is lost); the new stream ``epoch``
     is followed from its start: ``after`` is 0 and ``before`` the first offset it still
-    keeps (1 unless it evicted some already).
+    keeps (1 unless it evicted some already), or, followed from a terminal agent's
+    screen, the first offset after that screen.
     """
 
     epoch: str

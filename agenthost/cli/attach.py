@@ -22,6 +22,7 @@ from agenthost.cli.common import (
     use_color,
 )
 from agenthost.remote import Remote
+from agenthost.terminal.keys import ControlKey
 
 
 def terminal_width() -> int:
@@ -60,6 +61,13 @@ def parse_since(text: str) -> datetime:
 @click.option("--no-follow", is_flag=True, help="Exit once the replay reached the head.")
 @click.option("--read-only", is_flag=True, help="Watch only: nothing typed is sent.")
 @click.option("--raw", is_flag=True, help="Also show the agent's raw stdout lines.")
+@click.option(
+    "--detach-key",
+    default=None,
+    metavar="KEY",
+    help="The key that detaches: ctrl-] (default, or config.toml [attach] detach_key), "
+    "ctrl-q, ^A...",
+)
 @remote_option
 @home_option
 @json_option
@@ -72,6 +80,7 @@ def attach(
     no_follow: bool,
     read_only: bool,
     raw: bool,
+    detach_key: str | None,
     home: Path | None,
     remote: Remote | None,
     as_json: bool,
@@ -84,6 +93,12 @@ def attach(
     turn (for a plain program, --agent lines, press it twice: it sends SIGINT to the
     agent's processes); Ctrl-] (or Ctrl-D on an empty line) detaches. The agent keeps
     running. Elsewhere (--read-only, --json, a pipe) Ctrl-C detaches.
+
+    \b
+    A terminal agent (--agent pty) on a terminal: this terminal becomes the
+    agent's (its screen, then live; every key goes to it) until the detach key,
+    Ctrl-] unless --detach-key says otherwise; with --read-only nothing is sent
+    and Ctrl-C detaches too. In a pipe: its screen as text, then its bytes.
 
     \b
     It ends when the agent it follows has exited and nothing will start it again.
@@ -100,6 +115,7 @@ def attach(
     remember_agent_id(agent_id)
     if sum(x is not None for x in (offset, last, since)) > 1:
         raise click.UsageError("give at most one of --offset, --last and --since")
+    key = resolve_detach_key(detach_key, None if remote is not None else home)
     code = attach_loop(
         agent_id,
         home=resolve_home(home) if remote is None else home,
@@ -111,8 +127,31 @@ def attach(
         as_json=as_json,
         read_only=read_only,
         raw=raw,
+        detach_key=key,
     )
     sys.exit(int(code))
+
+
+def resolve_detach_key(option: str | None, home: Path | None) -> ControlKey:
+    """The detach key: ``--detach-key`` (a usage error when it names no key we take),
+    else config.toml's ``[attach] detach_key`` of this machine's home, else Ctrl-].
+    A config.toml that cannot be used is said, and Ctrl-] detaches."""
+    from agenthost.config import load_config
+    from agenthost.errors import AgentHostError
+    from agenthost.paths import resolve_home
+    from agenthost.terminal.keys import DEFAULT_DETACH_KEY, parse_detach_key
+
+    if option is not None:
+        try:
+            return parse_detach_key(option)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--detach-key") from None
+    try:
+        name = load_config(resolve_home(home)).attach.detach_key
+    except AgentHostError as exc:
+        click.echo(f"── {exc.message}; {DEFAULT_DETACH_KEY} detaches", err=True)
+        name = DEFAULT_DETACH_KEY
+    return parse_detach_key(name)
 
 
 def attach_loop(
@@ -127,6 +166,7 @@ def attach_loop(
     since: datetime | None = None,
     raw: bool = False,
     remote: Remote | None = None,
+    detach_key: ControlKey | None = None,
 ) -> Exit:
     """Run an attach session until it ends; return its exit status (``home`` is the
     remote's, or None for its default, with ``remote``)."""
@@ -134,9 +174,25 @@ def attach_loop(
 
     from agenthost.cli.render import Style
     from agenthost.cli.session import AttachSession, Start
+    from agenthost.terminal.keys import DEFAULT_DETACH_KEY, parse_detach_key
 
+    detach_key = detach_key or parse_detach_key(DEFAULT_DETACH_KEY)
     tty = sys.stdout.isatty()
-    interactive = follow and not read_only and not as_json and tty and sys.stdin.isatty()
+    on_terminal = follow and not as_json and tty and sys.stdin.isatty()
+    replay = offset is not None or last is not None or since is not None
+    terminal_agent = (on_terminal or not as_json) and is_terminal_agent(agent_id, home, remote)
+    if on_terminal and terminal_agent:
+        if replay:
+            raise click.UsageError(
+                "a terminal agent is shown from its screen now: --offset, --last and "
+                "--since replay its events (with --json, or into a pipe)"
+            )
+        from agenthost.cli.passthrough import run_passthrough
+
+        return run_passthrough(
+            agent_id, home=home, remote=remote, detach_key=detach_key, read_only=read_only
+        )
+    interactive = on_terminal and not read_only
     style = Style(use_color())
     session = AttachSession(
         agent_id,
@@ -149,14 +205,37 @@ def attach_loop(
         width=terminal_width() if tty else None,
         interactive=interactive,
         remote=remote,
+        snapshot=terminal_agent and not replay,
     )
+    session.detach_label = detach_key.label
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:
             if interactive:
                 from agenthost.cli.terminal import Terminal
 
-                return runner.run(Terminal(session, style).run())
+                return runner.run(Terminal(session, style, detach_key=detach_key).run())
             return runner.run(session.run())
         except KeyboardInterrupt:
             session.detached()
             return Exit.OK
+
+
+def is_terminal_agent(agent_id: str, home: Path | None, remote: Remote | None) -> bool:
+    """Whether the agent's host runs a terminal agent (False when no host answers:
+    the session then waits for one, or says there is none, as for any agent)."""
+    import uvloop
+
+    from agenthost.client import AsyncClient
+    from agenthost.errors import AgentHostError
+
+    async def ask() -> bool:
+        client = AsyncClient(agent_id, home=home, remote=remote)
+        try:
+            return (await client.status()).agent.terminal is not None
+        except AgentHostError:
+            return False
+        finally:
+            await client.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(ask())

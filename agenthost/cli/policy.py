@@ -177,3 +177,4 @@ def check(home: Path | None, as_json: bool) -> None:
         f"  sandbox: default {box.default}; {len(box.allow_hosts)} allowed host(s); "
         f"{len(box.override)} override(s)"
     )
+    click.echo(f"  attach: detach key {loaded.attach.detach_key}")

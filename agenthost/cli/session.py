@@ -47,10 +47,12 @@ from agenthost.protocol import (
     StatusResponse,
     StreamEvent,
 )
+from agenthost.terminal.chunks import event_bytes
 from agenthost.textsafe import escape
 
 if TYPE_CHECKING:
     from agenthost.daemon.protocol import DaemonAgent
+    from agenthost.models import Screen
     from agenthost.remote import Remote
 
 RETRY_FIRST, RETRY_MAX = 0.2, 5.0  # seconds between reconnection attempts
@@ -83,6 +85,7 @@ class AttachSession:
         out: TextIO | None = None,
         note: Callable[[str], None] | None = None,
         remote: Remote | None = None,
+        snapshot: bool = False,
     ) -> None:
         self.agent_id = agent_id
         self.home = home
@@ -110,6 +113,14 @@ class AttachSession:
         self._follow: Follow | None = None
         self._head = 0  # the stream's last offset when the current attach was made
         self._result: Exit | None = None  # how the session ended, decided in a hook
+        self.snapshot = snapshot
+        self.announce = True
+        """Whether the first attach is summed up in a note (the header line)."""
+        self.detach_label = "Ctrl-]"
+        """How the detach key is named in the hint line."""
+        """A terminal agent starts from its screen (see :class:`~agenthost.follow.Follow`)."""
+        self.terminal = False
+        """Whether the agent is a terminal agent (``--agent pty``), as its host last said."""
 
     # --- output ---------------------------------------------------------------------
 
@@ -148,6 +159,17 @@ class AttachSession:
             out.write(json.dumps(event.model_dump(mode="json", exclude_none=True)) + "\n")
             out.flush()
             return
+        if self.terminal:
+            # a terminal agent's text is its terminal's bytes, as it wrote them
+            if event.type == "terminal":
+                data = terminal_bytes(event)
+                out.flush()
+                if hasattr(out, "buffer"):
+                    out.buffer.write(data)
+                    out.buffer.flush()
+                else:  # a text stream of a test
+                    out.write(data.decode(errors="replace"))
+            return
         assert self._renderer is not None
         text = self._renderer.render(event)
         if text is not None:
@@ -155,12 +177,25 @@ class AttachSession:
             if event.type == "permission_request" and event.request is not None:
                 self._shown.add(event.request.request_id)
 
+    def paint(self, screen: Screen) -> None:
+        """Show a terminal agent's screen, where its stream starts (or starts again for
+        a new stream): as text, its rows without the empty ones at the bottom."""
+        if self.as_json:
+            return
+        lines = list(screen.lines)
+        while lines and not lines[-1]:
+            lines.pop()
+        out = self._out or sys.stdout
+        for line in lines:
+            print(escape(line), file=out)
+        out.flush()
+
     def show_pending(self) -> None:
         """Print the pending permission requests this session has not shown (asked
         before the replay's start or ``--since``, or while it was away): whoever is
         asked to answer one sees it whole above the question."""
-        if self.as_json or self._renderer is None:
-            return
+        if self.as_json or self._renderer is None or self.terminal:
+            return  # (a terminal agent's screen shows its questions)
         for request in self.pending.values():
             if request.request_id not in self._shown:
                 self._shown.add(request.request_id)
@@ -196,6 +231,7 @@ class AttachSession:
             keep_trying=self._keep_trying,
             on_attached=self._attached,
             backoff=Backoff(RETRY_FIRST, RETRY_MAX),
+            snapshot=self.snapshot,
         )
         try:
             async for item in follow:
@@ -217,6 +253,7 @@ class AttachSession:
         status, response = attached.status, attached.response
         self.state = status.agent.state
         self.backend = status.agent.backend
+        self.terminal = status.agent.terminal is not None
         if self._follow.attaches == 1:
             self._renderer = EventRenderer(
                 self.style,
@@ -228,12 +265,15 @@ class AttachSession:
             self._summary(status, response)
         elif not attached.new_epoch:
             self.note(f"reconnected; resuming after offset {attached.from_offset}")
+        if response.screen is not None:
+            self.paint(response.screen)
         self.client = client
         self.connected_once = True
         self.pending = {r.request_id: r for r in response.pending}
         self.on_change()
         self._restart = None  # a host answers: a restart we waited for happened
         self._head = response.stream_offset
+        await self.connected(client)
         if self.last_offset >= self._head:
             self.show_pending()
             if not self.follow:
@@ -261,7 +301,8 @@ class AttachSession:
     def _gap(self, gap: Gap) -> None:
         if gap.reason == "new_epoch":
             # the host restarted without its journal: its offsets are not ours
-            self.note("the host came back with a new stream; showing it from its start")
+            start = "its screen" if gap.before > 1 and self.snapshot else "it from its start"
+            self.note(f"the host came back with a new stream; showing {start}")
         else:
             self.note(f"{gap} (the host did not keep them)", alarm=True)
 
@@ -298,6 +339,8 @@ class AttachSession:
         return self.start.offset or 0
 
     def _summary(self, status: StatusResponse, response: AttachResponse) -> None:
+        if not self.announce:
+            return
         a = status.agent
         replay = max(0, response.stream_offset - self.last_offset)
         parts = [a.id, a.backend or "?", a.state]
@@ -315,7 +358,10 @@ class AttachSession:
                 if self.interrupt_signals
                 else "Ctrl-C interrupts"
             )
-            self.note(f"type + Enter sends · {ctrl_c} · Ctrl-] detaches")
+            self.note(f"type + Enter sends · {ctrl_c} · {self.detach_label} detaches")
+
+    async def connected(self, client: AsyncClient) -> None:
+        """Called after each attach, before its events (a hook for subclasses)."""
 
     def _track(self, event: StreamEvent) -> None:
         changed = False
@@ -377,6 +423,11 @@ class AttachSession:
         failed = info.state != "done"
         self.note(render_end(info), alarm=failed)
         return Exit.AGENT_FAILED if failed else Exit.OK
+
+
+def terminal_bytes(event: StreamEvent) -> bytes:
+    """The bytes of a ``terminal`` event (ProtocolError when it carries none)."""
+    return event_bytes({"data": event.data, "data_b64": event.data_b64})
 
 
 async def daemon_record(

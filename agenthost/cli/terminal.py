@@ -11,7 +11,8 @@ waits for a permission. Keys:
   without turns (``lines``) is interrupted by SIGINT to its processes, which usually
   ends it: there the first Ctrl-C only says so, and a second one within
   :data:`CONFIRM_WINDOW` seconds sends it.
-* Ctrl-] detaches, and so does Ctrl-D on an empty line. The agent keeps running.
+* Ctrl-] (or the key ``--detach-key`` names) detaches, and so does Ctrl-D on an
+  empty line. The agent keeps running.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from wcwidth import wcswidth
 
@@ -28,8 +29,10 @@ from agenthost.cli.common import Exit
 from agenthost.cli.render import Style
 from agenthost.cli.session import AttachSession
 from agenthost.errors import AgentHostError
+from agenthost.terminal.keys import DEFAULT_DETACH_KEY, ControlKey, parse_detach_key
 from agenthost.textsafe import escape
 
+DETACH_KEY: Final = parse_detach_key(DEFAULT_DETACH_KEY)
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _DETACH = object()
 CONFIRM_WINDOW = 2.0  # seconds within which a second Ctrl-C confirms a SIGINT
@@ -50,8 +53,10 @@ class Terminal:
         style: Style,
         *,
         clock: Callable[[], float] = time.monotonic,
+        detach_key: ControlKey = DETACH_KEY,
     ) -> None:
         self.session = session
+        self.detach_key = detach_key
         self.style = style
         self._clock = clock  # for the Ctrl-C confirmation window (a UI timeout)
         self._armed: float | None = None  # when a Ctrl-C asked for confirmation
@@ -75,7 +80,7 @@ class Terminal:
         # eager: emacs mode binds "c-] <char>" (search for a character), so without it
         # prompt_toolkit waits for a second key and the keys typed meanwhile are taken
         # as that character and the line to send
-        @keys.add("c-]", eager=True)
+        @keys.add(self.detach_key.prompt_key, eager=True)
         def _detach(event: Any) -> None:
             event.app.exit(result=_DETACH)
 
@@ -180,14 +185,14 @@ class Terminal:
         self._armed = now
         session.note(
             f"Ctrl-C again within {CONFIRM_WINDOW:g} s sends SIGINT to the agent's "
-            "processes (Ctrl-] detaches)"
+            f"processes ({self.detach_key.label} detaches)"
         )
         return False
 
     async def _interrupt(self) -> None:
         session, client = self.session, self.session.client
         if client is None or session.state not in RUNNING:
-            session.note("nothing to interrupt (Ctrl-] detaches)")
+            session.note(f"nothing to interrupt ({self.detach_key.label} detaches)")
             return
         # said before it goes: the turn's end may come back before the answer does
         if session.interrupt_signals:
