@@ -71,6 +71,8 @@ SANS_IO = (
     "agenthost.terminal.sizes",
     "agenthost.terminal.replay",
     "agenthost.terminal.asciicast",
+    "agenthost.terminal.keys",
+    "agenthost.terminal.local",
     "agenthost.agents.pty",
     "agenthost.sandbox.kinds",
     "agenthost.sandbox.bwrapargs",

@@ -48,6 +48,8 @@ INPUT_BATCH: Final = 256 << 10
 BUSY_PAUSE: Final = 0.05
 """Seconds before keys refused as ``busy`` (the agent reads slowly) are sent again."""
 BELL: Final = b"\a"
+CANCEL_AGAIN: Final = 0.5
+"""Seconds after which a task cancelled, still running, is cancelled again."""
 DETACH_FLUSH: Final = 2.0
 """Seconds a detach waits for the keys typed before it to be sent."""
 
@@ -156,11 +158,9 @@ class PassThrough:
                 return self._done.result()
         finally:
             loop.remove_reader(self.in_fd)
-            for task in (follow, sender):
-                task.cancel()
-            for task in (follow, sender):
-                with contextlib.suppress(BaseException):
-                    await task
+            # the sender first: its request must not meet the follow closing the client
+            for task in (sender, follow):
+                await _cancel(task)
 
     # --- what happens -------------------------------------------------------------------
 
@@ -244,6 +244,14 @@ class PassThrough:
                 self._keys.clear()
             if not self._keys:
                 self._idle.set()
+
+
+async def _cancel(task: asyncio.Task[object]) -> None:
+    """Cancel ``task`` and wait for its end. Again while it runs: Python 3.11's
+    ``wait_for`` loses a cancellation that comes as its future completes."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_AGAIN)
 
 
 def run_passthrough(

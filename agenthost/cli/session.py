@@ -227,7 +227,8 @@ class AttachSession:
         client = AsyncClient(self.agent_id, home=self.home, remote=self.remote)
         follow = self._follow = Follow(
             client,
-            start=self._first_offset,
+            # (a snapshot is where a terminal agent starts: no replay option was given)
+            start=None if self.snapshot else self._first_offset,
             keep_trying=self._keep_trying,
             on_attached=self._attached,
             backoff=Backoff(RETRY_FIRST, RETRY_MAX),

@@ -33,7 +33,7 @@ _REFUSED: Final = {
     "[": "a terminal sends it for Escape",
 }
 _PREFIXES: Final = ("ctrl-", "ctrl+", "control-", "c-", "^")
-_CHARS: Final = "abcdefghijklmnopqrstuvwxyz\\]^_@"
+_CHARS: Final = "abcdefghijklmnopqrstuvwxyz[\\]^_@"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +98,10 @@ def parse_detach_key(text: str) -> ControlKey:
 
 # kitty's keyboard protocol: CSI code[:alternates] ; modifiers[:event] u
 # xterm's modifyOtherKeys: CSI 27 ; modifiers ; code ~
+# (numbers of at most 7 digits: a key's are small, and a long one is no key)
 _ENCODED: Final = re.compile(
-    rb"\x1b\[(?:(\d+)(?::\d*)*;(\d+)(?::(\d+))?u|27;(\d+);(\d+)~)", re.ASCII
+    rb"\x1b\[(?:(\d{1,7})(?::\d{0,7})*;(\d{1,7})(?::(\d{1,7}))?u|27;(\d{1,7});(\d{1,7})~)",
+    re.ASCII,
 )
 _CTRL: Final = 4  # the modifier bit of Ctrl (value - 1)
 _LOCKS: Final = 64 | 128  # Caps Lock and Num Lock: not modifiers a person pressed
