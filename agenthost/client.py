@@ -801,6 +801,18 @@ class Client:
     def resume(self) -> ResumeResponse:
         return self._run(self._async.resume())
 
+    @_blocking_twin(AsyncClient.input)
+    def input(self, data: bytes | str) -> None:
+        self._run(self._async.input(data))
+
+    @_blocking_twin(AsyncClient.resize)
+    def resize(self, cols: int, rows: int) -> tuple[int, int]:
+        return self._run(self._async.resize(cols, rows))
+
+    @_blocking_twin(AsyncClient.screen)
+    def screen(self, offset: int | None = None) -> Screen:
+        return self._run(self._async.screen(offset))
+
     @_blocking_twin(AsyncClient.budget)
     def budget(
         self,
@@ -836,7 +848,7 @@ class Client:
             )
         )
 
-    def attach(self, offset: int = 0) -> SyncSubscription:
+    def attach(self, offset: int = 0, *, snapshot: bool = False) -> SyncSubscription:
         """Attach to the stream after ``offset`` (0 = from the oldest retained event),
         and return an iterator of its events.
 
@@ -852,10 +864,15 @@ class Client:
                 if event.type == "result":
                     break
 
+        With ``snapshot`` (a terminal agent) it starts from the agent's screen:
+        ``response.screen``, then the events after it.
+
         Raise InvalidPayload for a negative offset; a frame that breaks the protocol
         ends the iteration with ProtocolError.
         """
-        return SyncSubscription(self, self._run(self._async.attach(offset).start()))
+        return SyncSubscription(
+            self, self._run(self._async.attach(offset, snapshot=snapshot).start())
+        )
 
     @_blocking_twin(AsyncClient.follow)
     def follow(

@@ -349,7 +349,10 @@ class AttachSession:
             parts.append(f"task {a.task}")
         if a.project:
             parts.append(f"project {a.project}")
-        parts.append(f"replaying {replay} event{'' if replay == 1 else 's'}")
+        if response.screen is not None:
+            parts.append(f"its screen as of offset {response.screen.offset}")
+        else:
+            parts.append(f"replaying {replay} event{'' if replay == 1 else 's'}")
         if response.truncated:
             parts.append("older events were pruned")
         self.note(" · ".join(parts))

@@ -4,7 +4,6 @@ running vim or the tty probe (docs/terminal.md, "Attach from a terminal")."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
