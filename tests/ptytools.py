@@ -22,9 +22,10 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from termoracle import Chunk
 
@@ -139,6 +140,8 @@ class PtyProgram:
             cwd=cwd,
             close_fds=True,
         )
+        self.tty_name = os.ttyname(slave)
+        """The terminal's device (/dev/pts/N): its settings are read there."""
         os.close(slave)
         self.recording = Recording(name, list(argv), cols, rows)
         self._since_mark = bytearray()
@@ -171,6 +174,32 @@ class PtyProgram:
         """Resize the terminal, recorded at this point of the stream."""
         set_size(self.master, cols, rows)
         self.recording.chunks.append((cols, rows))
+
+    @property
+    def output(self) -> bytes:
+        """Everything the program wrote so far."""
+        return b"".join(c for c in self.recording.chunks if isinstance(c, bytes))
+
+    def attrs(self) -> list[Any]:
+        """The terminal's settings now (what ``stty -a`` shows)."""
+        fd = os.open(self.tty_name, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            return termios.tcgetattr(fd)
+        finally:
+            os.close(fd)
+
+    def read_until(
+        self, predicate: Callable[[], object], timeout: float = DEADLINE, what: str = ""
+    ) -> None:
+        """Read until ``predicate()`` holds; fail after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                tail = self.output[-400:]
+                raise AssertionError(f"{self.recording.name}: no {what or predicate} in {tail!r}")
+            if not self._read_some(min(remaining, 0.5)) and not predicate():
+                raise AssertionError(f"{self.recording.name} exited before {what or predicate}")
 
     def _read_some(self, timeout: float) -> bool:
         """Read what is there within ``timeout``; False at EOF."""

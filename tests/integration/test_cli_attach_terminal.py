@@ -1,5 +1,5 @@
 """``agenthost attach`` on a terminal agent, from a real terminal: the real command
-in a real pseudo-terminal (tests/ptyclient.py) against a real ``--agent pty`` host
+in a real pseudo-terminal (tests/ptytools.py) against a real ``--agent pty`` host
 running vim or the tty probe (docs/terminal.md, "Attach from a terminal")."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import termios
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +16,66 @@ import pytest
 
 from agenthost.terminal.chunks import event_bytes
 from agenthost.terminal.local import PAINT_PRELUDE, leave_sequence
+from agenthost.terminal.screen import Screen
 
 from conftest import HostFactory
 from hosttools import PY, HostProc, cli
-from ptyclient import PtyClient
+from ptytools import PtyProgram
 
 PROBE = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "tty_probe.py")]
 VIM = ["vim", "-u", "NONE", "-N", "-n", "-i", "NONE"]
 LEAVING = leave_sequence(False)[:12]  # how the way out begins, alternate screen or not
 
-CLIENTS: list[PtyClient] = []
+
+class PtyClient:
+    """A command in a terminal of its own, and what that terminal shows (its bytes
+    painted on an emulator of its size, as a person's terminal paints them)."""
+
+    def __init__(self, argv: list[str], cols: int, rows: int) -> None:
+        self.term = PtyProgram(f"attach-{argv[4]}", argv, cols, rows, env={"NO_COLOR": "1"})
+        self.process = self.term.process
+        self.cols, self.rows = cols, rows
+        self.screen = Screen(cols, rows)
+        self._painted = 0  # chunks of the recording painted on the screen
+
+    @property
+    def output(self) -> bytes:
+        return self.term.output
+
+    def lines(self) -> list[str]:
+        chunks = self.term.recording.chunks
+        for chunk in chunks[self._painted :]:
+            if isinstance(chunk, tuple):
+                self.screen.resize(*chunk)
+            else:
+                self.screen.feed(chunk)
+        self._painted = len(chunks)
+        return self.screen.lines()
+
+    def write(self, keys: bytes | str) -> None:
+        self.term.send(keys)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.term.resize(cols, rows)
+        self.cols, self.rows = cols, rows
+
+    def attrs(self) -> list[Any]:
+        return self.term.attrs()
+
+    def wait_for(self, predicate: Callable[[PtyClient], object], what: str) -> None:
+        self.term.read_until(lambda: predicate(self), what=what)
+
+    def wait_output(self, needle: bytes) -> None:
+        self.wait_for(lambda c: needle in c.output, repr(needle))
+
+    def wait_screen(self, text: str) -> None:
+        self.wait_for(lambda c: any(text in line for line in c.lines()), text)
+
+    def wait_exit(self) -> int:
+        return self.term.drain_to_exit()
+
+
+CLIENTS: list[PtyProgram] = []
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +88,8 @@ def _close_clients() -> Iterator[None]:
 def attach(home: Path, agent_id: str, *args: str, cols: int = 100, rows: int = 30) -> PtyClient:
     """``agenthost attach`` in a terminal of its own, of ``cols`` x ``rows``."""
     argv = [PY, "-m", "agenthost", "attach", agent_id, "--home", str(home), *args]
-    client = PtyClient(argv, cols, rows, env={"NO_COLOR": "1"})
-    CLIENTS.append(client)
+    client = PtyClient(argv, cols, rows)
+    CLIENTS.append(client.term)
     return client
 
 
@@ -66,11 +116,10 @@ def terminal_events(host: HostProc) -> list[dict[str, Any]]:
 
 def same_screen(client: PtyClient, host: HostProc) -> bool:
     """Whether the attached terminal shows what the host's screen holds now."""
-    client.pump(0.05)
     theirs = screen(host)
     return bool(
         (theirs["cols"], theirs["rows"]) == (client.cols, client.rows)
-        and client.screen.lines() == theirs["lines"]
+        and client.lines() == theirs["lines"]
     )
 
 
@@ -90,16 +139,16 @@ def probe(host_factory: HostFactory) -> HostProc:
 
 def test_typing_in_vim_the_attached_screen_is_the_hosts(home: Path, vim: HostProc) -> None:
     client = attach(home, "vim1", cols=100, rows=30)
-    client.wait_for(is_raw, what="raw mode")
+    client.wait_for(is_raw, "raw mode")
     client.wait_screen("~")
     client.write("iThe quick brown fox\rjumps over 🦊 the lazy dog\x1b")
     client.wait_screen("jumps over 🦊 the lazy dog")
     # the snapshot was painted at the host's size, then the host took ours (latest)
     assert vim.agent()["terminal"] == {"cols": 100, "rows": 30}
-    client.wait_for(lambda c: same_screen(c, vim), what="the host's screen")
+    client.wait_for(lambda c: same_screen(c, vim), "the host's screen")
     client.write(":set number\r")
     client.wait_screen("  1 The quick brown fox")
-    client.wait_for(lambda c: same_screen(c, vim), what="the host's screen")
+    client.wait_for(lambda c: same_screen(c, vim), "the host's screen")
     # the first bytes were a reset and the screen's dump; keys were batched, not echoed
     assert client.output.startswith(PAINT_PRELUDE)
 
@@ -114,7 +163,7 @@ def test_a_late_attach_paints_the_screen_from_the_snapshot(home: Path, vim: Host
     # a second terminal of the same size: the screen as it is, no replay of the bytes
     second = attach(home, "vim1", cols=90, rows=26)
     second.wait_screen("hello from the first terminal")
-    second.wait_for(lambda c: same_screen(c, vim), what="the host's screen")
+    second.wait_for(lambda c: same_screen(c, vim), "the host's screen")
     assert second.output.count(b"hello from the first terminal") == 1
 
 
@@ -131,7 +180,7 @@ def test_a_resize_reaches_the_agent(home: Path, probe: HostProc) -> None:
 def test_detach_gives_the_terminal_back(home: Path, vim: HostProc) -> None:
     client = attach(home, "vim1")
     before = client.attrs()
-    client.wait_for(is_raw, what="raw mode")
+    client.wait_for(is_raw, "raw mode")
     client.wait_screen("~")
     client.write("ia line\x1b")
     client.wait_screen("a line")
@@ -142,7 +191,7 @@ def test_detach_gives_the_terminal_back(home: Path, vim: HostProc) -> None:
     leaving = out[out.rindex(LEAVING) :]
     # out of vim's alternate screen; mouse, bracketed paste and the cursor as they were
     assert leaving.startswith(leave_sequence(True))
-    lines = client.screen.lines()
+    lines = client.lines()
     assert any(
         f"detached; the agent keeps running (agenthost attach --home {home} vim1)" in line
         for line in lines
@@ -157,7 +206,7 @@ def test_a_signal_ends_it_with_the_terminal_restored(
 ) -> None:
     client = attach(home, "p1")
     before = client.attrs()
-    client.wait_for(is_raw, what="raw mode")
+    client.wait_for(is_raw, "raw mode")
     client.wait_output(b"ready")
     client.process.send_signal(sig)
     assert client.wait_exit() == -sig
@@ -173,13 +222,13 @@ def test_the_agents_end_ends_it(home: Path, probe: HostProc) -> None:
     client.write("quit\r")
     assert client.wait_exit() == 0
     assert client.attrs() == before
-    client.wait_screen("the agent exited with code 0 (state done)")
+    assert "── the agent exited with code 0 (state done)" in client.lines()
 
 
 def test_read_only_sends_nothing(home: Path, probe: HostProc) -> None:
     client = attach(home, "p1", "--read-only", cols=90, rows=25)
     client.wait_output(b"ready")
-    client.wait_for(is_raw, what="raw mode")
+    client.wait_for(is_raw, "raw mode")
     client.write("typed while watching\r")
     client.resize(70, 20)
     client.write(b"\x03")  # Ctrl-C leaves
@@ -228,7 +277,7 @@ def test_a_host_killed_and_restarted_resumes_without_a_byte_twice_or_lost(
     host.signal(signal.SIGKILL)
     host.wait_exit()
     again = host_factory("k1", "--agent", "pty", command=PROBE)
-    client.wait_for(lambda c: c.output.count(b"ready") == 2, what="the new agent's ready")
+    client.wait_for(lambda c: c.output.count(b"ready") == 2, "the new agent's ready")
     client.write("after\r")
     client.wait_output(b"you said: after")
     client.write(b"\x1d")
