@@ -22,6 +22,7 @@ from agenthost.follow import (
     SyncFollow,
     retry_for,
 )
+from agenthost.models import Screen, TerminalSize
 from agenthost.protocol import AttachResponse, EventEncoder, StatusResponse, StreamEvent
 
 NOW = "2025-01-02T03:04:05.678Z"
@@ -147,6 +148,8 @@ class Conn:
     truncated: bool = False
     connect_error: AgentHostError | None = None
     protocol: str = "1.1"
+    screen_at: int | None = None
+    """A terminal agent's host: a snapshot attach answers its screen as of this offset."""
 
 
 class ScriptedClient:
@@ -178,18 +181,38 @@ class ScriptedClient:
 
     async def status(self) -> StatusResponse:
         assert self.conn is not None
-        return status(self.conn.protocol)
+        answer = status(self.conn.protocol)
+        if self.conn.screen_at is not None:
+            agent = answer.agent.model_copy(update={"terminal": TerminalSize(cols=80, rows=24)})
+            answer = answer.model_copy(update={"agent": agent})
+        return answer
 
-    async def _attach(self, offset: int) -> Any:
+    async def _attach(self, offset: int, snapshot: bool) -> Any:
         assert self.conn is not None
-        self.attached_at.append(offset)
-        self._queue = list(self.conn.events)
         c = self.conn
+        self.attached_at.append(-1 if snapshot else offset)
+        self._queue = list(c.events)
         resp = response(c.epoch, c.head, c.oldest, c.truncated)
+        if snapshot:
+            assert c.screen_at is not None, "a snapshot of an agent that has no terminal"
+            resp = resp.model_copy(update={"screen": self._screen(c.screen_at)})
         return type("Sub", (), {"response": resp})()
 
-    def attach(self, offset: int = 0) -> Any:
-        return self._attach(offset)
+    @staticmethod
+    def _screen(offset: int) -> Screen:
+        return Screen.model_validate(
+            {
+                "offset": offset,
+                "cols": 80,
+                "rows": 24,
+                "cursor": {"col": 0, "row": 0},
+                "lines": [],
+                "dump": "",
+            }
+        )
+
+    def attach(self, offset: int = 0, *, snapshot: bool = False) -> Any:
+        return self._attach(offset, snapshot)
 
     async def recv_frame(self, timeout: float | None = None) -> tuple[StreamEvent, bytes]:
         if self.conn is None or not self._queue:
@@ -362,3 +385,64 @@ def test_the_blocking_twin() -> None:
         assert offsets(list(follow)) == [1, 2]
         assert follow.position == ("e1", 2) and follow.frame == frame(2)
         assert follow.attaches == 1
+
+
+# --- from a terminal agent's screen -------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_terminal_agent_starts_from_its_screen_then_resumes_by_offset() -> None:
+    client = ScriptedClient(
+        Conn(head=7, screen_at=7, events=[8, 9]),  # the host sends what follows the screen
+        Conn(head=10, screen_at=10, events=[8, 9, 10]),  # the same stream: by offset
+    )
+    seen: list[Attached] = []
+    follow = Follow(
+        client, snapshot=True, keep_trying=lambda lost: len(seen) < 2, on_attached=seen.append
+    )
+    follow.backoff = NO_PAUSE
+    items = await collect(follow)
+    assert offsets(items) == [8, 9, 10] and not [i for i in items if isinstance(i, Gap)]
+    assert client.attached_at == [-1, 9]  # a snapshot, then after the last offset
+    assert seen[0].response.screen is not None and seen[0].from_offset == 7
+    assert seen[1].response.screen is None
+
+
+@pytest.mark.asyncio
+async def test_a_new_stream_of_a_terminal_agent_is_painted_from_its_screen() -> None:
+    client = ScriptedClient(
+        Conn(head=4, screen_at=4, events=[5]),
+        Conn(epoch="e2", head=30, screen_at=30, events=[29, 30]),  # after 5: another stream
+        Conn(epoch="e2", head=31, screen_at=31, events=[32]),  # its screen, then what follows
+    )
+    seen: list[Attached] = []
+    follow = Follow(
+        client,
+        snapshot=True,
+        keep_trying=lambda lost: client.script != [],
+        on_attached=seen.append,
+        backoff=NO_PAUSE,
+    )
+    items = await collect(follow)
+    assert client.attached_at == [-1, 5, -1]
+    assert [i for i in items if isinstance(i, Gap)] == [Gap("e2", 0, 32, "new_epoch")]
+    assert offsets(items) == [5, 32]
+    assert seen[-1].new_epoch and seen[-1].from_offset == 31
+
+
+@pytest.mark.asyncio
+async def test_snapshot_asked_of_an_agent_without_a_terminal_is_an_ordinary_follow() -> None:
+    client = ScriptedClient(Conn(head=2, events=[1, 2]))
+    follow = Follow(client, snapshot=True, keep_trying=lambda lost: False, backoff=NO_PAUSE)
+    assert offsets(await collect(follow)) == [1, 2]
+    assert client.attached_at == [0]
+
+
+@pytest.mark.asyncio
+async def test_snapshot_with_a_position_resumes_by_offset() -> None:
+    client = ScriptedClient(Conn(head=9, screen_at=9, events=[8, 9]))
+    follow = Follow(
+        client, ("e1", 7), snapshot=True, keep_trying=lambda lost: False, backoff=NO_PAUSE
+    )
+    assert offsets(await collect(follow)) == [8, 9]
+    assert client.attached_at == [7]
