@@ -298,6 +298,27 @@ def test_a_host_killed_and_restarted_resumes_without_a_byte_twice_or_lost(
     assert rest.count(b"ready") == 1  # the new agent's (the old one's is in the dump)
 
 
+def test_a_host_back_with_a_new_stream_is_painted_from_its_screen(
+    home: Path, host_factory: HostFactory
+) -> None:
+    host = host_factory("n1", "--agent", "pty", "--no-journal", command=PROBE)
+    client = attach(home, "n1", cols=80, rows=24)
+    client.wait_output(b"ready")
+    client.write("old stream\r")
+    client.wait_output(b"you said: old stream")
+    host.signal(signal.SIGKILL)
+    host.wait_exit()
+    again = host_factory("n1", "--agent", "pty", "--no-journal", command=PROBE)
+    # a second reset and dump: the new stream's offsets say nothing of the old one's
+    client.wait_for(lambda c: c.output.count(PAINT_PRELUDE) == 2, "a second paint")
+    client.wait_for(lambda c: same_screen(c, again), "the new host's screen")
+    client.write("new stream\r")
+    client.wait_output(b"you said: new stream")
+    client.write(b"\x1d")
+    assert client.wait_exit() == 0
+    assert b"the host came back with a new stream; showing its screen" in client.output
+
+
 # --- keys and configuration ---------------------------------------------------------------
 
 
