@@ -87,7 +87,12 @@ class TerminalSession(AttachSession):
         """Write to the local terminal (and note whether it shows its alternate
         screen, for the way out)."""
         self.screen.feed(data)
-        write_all(self.out_fd, data)
+        try:
+            write_all(self.out_fd, data)
+        except OSError:  # the terminal is gone (hung up): nothing left to show it on
+            if self._follow is not None:
+                self._follow.stop()
+            self._result = self._result or Exit.OK
 
     def paint(self, screen: Screen) -> None:
         self.screen = AlternateScreen()
@@ -132,6 +137,7 @@ class PassThrough:
         self._resize = False
         self._done: asyncio.Future[Exit] | None = None
         self._bell = False  # beeped since the connection was lost
+        self._detaching: asyncio.Task[None] | None = None
 
     async def run(self) -> Exit:
         """Until the agent ends, the user detaches or a signal ends it: the exit status."""
@@ -159,8 +165,9 @@ class PassThrough:
         finally:
             loop.remove_reader(self.in_fd)
             # the sender first: its request must not meet the follow closing the client
-            for task in (sender, follow):
-                await _cancel(task)
+            for task in (sender, follow, self._detaching):
+                if task is not None:
+                    await _cancel(task)
 
     # --- what happens -------------------------------------------------------------------
 
@@ -198,9 +205,9 @@ class PassThrough:
             self._keys += keys
             self._idle.clear()
             self._wake.set()
-        if leave:
+        if leave and self._detaching is None:
             asyncio.get_running_loop().remove_reader(self.in_fd)
-            asyncio.get_running_loop().create_task(self._detach())
+            self._detaching = asyncio.get_running_loop().create_task(self._detach())
 
     async def _detach(self) -> None:
         # what was typed before the detach key goes first (a host that does not take
