@@ -34,21 +34,22 @@ from agenthost.agents.streamjson import summarize_tool_input
 from agenthost.errors import ProtocolError
 from agenthost.names import AgentState
 
-CLAUDE_KINDS: frozenset[str] = frozenset(
-    {
-        "SessionStart",
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PermissionRequest",
-        "PostToolUse",
-        "PostToolUseFailure",
-        "Notification",
-        "Stop",
-        "StopFailure",
-        "SessionEnd",
-        "StatusLine",
-    }
+CLAUDE_ORDER: tuple[str, ...] = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Notification",
+    "Stop",
+    "StopFailure",
+    "SessionEnd",
+    "StatusLine",
 )
+"""The Claude Code hook events the host listens to, in the order a turn meets them."""
+
+CLAUDE_KINDS: frozenset[str] = frozenset(CLAUDE_ORDER)
 """The Claude Code hook events the host listens to (``StatusLine`` is the status line
 command's input, which carries the session's cost)."""
 

@@ -22,6 +22,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from agenthost.errors import ConfigError
+from agenthost.terminal.hookevents import CLAUDE_ORDER
 
 SOCKET_ENV = "AGENTHOST_HOOK_SOCKET"
 TOKEN_ENV = "AGENTHOST_HOOK_TOKEN"
@@ -38,18 +39,8 @@ terminal answers it there."""
 QUICK_TIMEOUT = 10
 """Seconds for the hooks that only report (the host answers them at once)."""
 
-CLAUDE_HOOKS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PermissionRequest",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "Notification",
-    "Stop",
-    "StopFailure",
-    "SessionEnd",
-)
+CLAUDE_HOOKS: tuple[str, ...] = tuple(kind for kind in CLAUDE_ORDER if kind != "StatusLine")
+"""The Claude Code hook events the settings install (the status line is not a hook)."""
 
 
 def detect_program(argv: Sequence[str], forced: str | None = None) -> str:
