@@ -100,12 +100,12 @@ class Screen:
     def lines(self) -> list[str]:
         """The visible rows as text, trailing spaces removed (a wide character is one
         character of the string)."""
-        return [line.text.rstrip() for line in self._vt.view()]
+        return [line.text.rstrip(" ") for line in self._vt.view()]
 
     def all_lines(self) -> list[str]:
         """The rows scrolled off (as many as the scrollback keeps), then the visible
         ones, as text with trailing spaces removed."""
-        return [line.text.rstrip() for line in self._vt.lines()]
+        return [line.text.rstrip(" ") for line in self._vt.lines()]
 
     def cursor(self) -> tuple[int, int, bool]:
         """``(col, row, visible)``, 0-based. ``col`` is ``cols`` while a character

@@ -21,9 +21,12 @@ from fakes.openai import text as codex_text
 from notifysink import sink
 from test_hooks_tui import WRITE_COMMAND, first_run_done
 
+from agenthost.terminal.chunks import event_bytes
+
 from conftest import HostFactory
 from daemontools import DaemonWorld
 from hosttools import HostProc, RawConn, history, wait_for
+from termoracle import Chunk, oracle_screen
 
 TIMEOUT = 60.0
 
@@ -40,6 +43,26 @@ def tui(
     host.wait_state("idle", timeout=TIMEOUT)  # SessionStart: at its prompt
     wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
     return host
+
+
+def assert_the_oracle_agrees(host: HostProc) -> None:
+    """The host's screen as of its head equals what xterm.js (the oracle) paints from
+    the same journaled events: the real TUI's bytes, not a recording's."""
+    with host.raw() as conn:
+        head = conn.request("host.attach", {"offset": 0})["payload"]["stream_offset"]
+        events = conn.events(head)
+    with host.raw() as conn:
+        screen = conn.request("host.screen", {"offset": head})["payload"]
+    sizes = [e for e in events if e["type"] == "terminal_size"]
+    chunks: list[Chunk] = []
+    for event in events:
+        if event["type"] == "terminal":
+            chunks.append(event_bytes(event))
+        elif event["type"] == "terminal_size" and event is not sizes[0]:
+            chunks.append((event["cols"], event["rows"]))
+    oracle = oracle_screen(chunks, sizes[0]["cols"], sizes[0]["rows"])
+    assert oracle.lines == screen["lines"]
+    assert oracle.cursor[:2] == (screen["cursor"]["col"], screen["cursor"]["row"])
 
 
 def screen_text(host: HostProc) -> str:
@@ -71,6 +94,7 @@ def test_a_person_answers_the_tui_through_host_respond(
     entries = history(host)
     assert entries[0]["role"] == "user" and entries[0]["content"] == "Please make a marker file"
     assert any(e["role"] == "permission" and "allowed" in e["content"] for e in entries)
+    assert_the_oracle_agrees(host)
 
 
 def test_a_deny_rule_answers_the_tui_through_its_hook(
@@ -97,6 +121,7 @@ def test_a_deny_rule_answers_the_tui_through_its_hook(
     # the model was told why, through the hook's answer
     result = anthropic.turn_requests()[1].body["messages"][-1]["content"][0]
     assert result["is_error"] is True
+    assert_the_oracle_agrees(host)
 
 
 def test_codex_tui_is_idle_after_its_turn(host_factory: HostFactory) -> None:
@@ -119,6 +144,7 @@ def test_codex_tui_is_idle_after_its_turn(host_factory: HostFactory) -> None:
             )
             host.wait_state("idle", timeout=TIMEOUT)  # notify: the turn completed
             assert host.agent()["session_id"]  # the thread Codex named in its notify
+            assert_the_oracle_agrees(host)
         finally:
             env.cleanup()
 
