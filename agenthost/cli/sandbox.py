@@ -102,7 +102,7 @@ def show(
             user_home=Path(env.get("HOME") or os.path.expanduser("~")),
             read_only=settings.read_only,
             read_write=settings.read_write,
-            proxy_dir=root / "hosts" / "AGENT.run",
+            proxy_dir=root / "hosts" / "AGENT.run" if chosen.network == "strict" else None,
             create=False,
         )
     )

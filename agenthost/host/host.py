@@ -318,11 +318,10 @@ class Host:
             )
             if repair_note is not None:
                 self.stream.publish([ErrorNote(repair_note)])
-            if self.hooks is not None:
-                ensure_private_dir(self.hooks.path.parent)
-                await self.hooks.start()
             if self._stop_task is None:  # else a stop signal came while starting
                 if await self._make_sandbox():
+                    if self.hooks is not None:
+                        await self._start_hooks()
                     self._spawn_agent()
             sd_notify(f"READY=1\nMAINPID={os.getpid()}")
             await self._shutdown.wait()
@@ -368,14 +367,15 @@ class Host:
             from agenthost.sandbox.runner import Sandbox
 
             env = {**os.environ, **config.env}
+            kind = self._sandbox_kind()
             sandbox = Sandbox(
                 profile,
-                kind=self.adapter.kind,
+                kind=kind,
                 worktree=Path(self.worktree),
                 home=config.home,
                 run_dir=hosts_dir(config.home) / f"{self.agent_id}.run",
                 settings=settings,
-                api_hosts=kinds.api_hosts(self.adapter.kind, env),
+                api_hosts=kinds.api_hosts(kind, env),
             )
             await sandbox.start(f"agenthost-{self.agent_id}-{os.getpid()}")
         except AgentHostError as exc:
@@ -392,6 +392,23 @@ class Host:
         self.stream.info["sandbox"] = profile.name
         log.info("sandbox.ready", profile=profile.name)
         return True
+
+    async def _start_hooks(self) -> None:
+        """Listen for the agent's hooks: in the home's hooks directory, or, for a
+        sandboxed agent, in its sandbox's own directory (bound inside at
+        /run/agenthost), the only place of the host it can reach."""
+        assert self.hooks is not None
+        if self.sandbox is not None:
+            self.hooks.relocate(self.sandbox.run_dir / "hook.sock")
+            self.sandbox.share_run_dir = True
+        else:
+            ensure_private_dir(self.hooks.path.parent)
+        await self.hooks.start()
+
+    def _sandbox_kind(self) -> str:
+        """The kind whose files and model API a sandbox holds: a terminal agent's is
+        its program's (``claude``, ``codex``) when the host knows it."""
+        return self._hooks_program if self._hooks_program != "none" else self.adapter.kind
 
     def _hook_program(self) -> str:
         """``claude``, ``codex`` or ``none``: whose hooks report this terminal agent's
@@ -450,22 +467,23 @@ class Host:
         env[RUN_MARKER] = secrets.token_hex(8)
         self._agent_env = env  # terminals the agent starts get its environment
         argv = self.argv
-        if self.hooks is not None and self.sandbox is not None and self.terminal is not None:
-            # the hook socket is in the home, which a sandbox never shows: the state
-            # comes from the output's quiet instead (docs/terminal.md)
-            log.warning("hooks.sandboxed", program=self._hooks_program)
-            self.terminal.heuristic = True
-        elif self.hooks is not None:  # its CLI's settings for this run: hooks to our socket
+        if self.hooks is not None:  # its CLI's settings for this run: hooks to our socket
             from agenthost.pyargv import interpreter
             from agenthost.terminal.hooksetup import hook_setup
 
+            path = str(self.hooks.path)
+            if self.sandbox is not None:
+                from agenthost.sandbox.layout import RUN_DIR
+
+                path = f"{RUN_DIR}/{self.hooks.path.name}"  # where the agent sees it
             argv, env = hook_setup(
                 self._hooks_program,
                 argv,
                 env,
-                str(self.hooks.path),
+                path,
                 self.hooks.token,
                 [interpreter()],
+                sandboxed=self.sandbox is not None,
             )
         try:
             size = self.terminal.size if self.terminal is not None else None

@@ -273,22 +273,25 @@ class AgentProcess:
             check_program(argv[0], cwd, env)
         pass_fds: tuple[int, ...] = ()
         name = argv[0]  # what errors name: the agent's program, not a wrapper's
+        ctty: tuple[str, ...] = ()
         if terminal is not None:
             from agenthost.host import pty
 
-            ctty = pty.controlling_terminal_wrapper(SYSTEM_BIN_DIRS)
-            if ctty is None:
+            found = pty.controlling_terminal_wrapper(SYSTEM_BIN_DIRS)
+            if found is None:
                 raise SpawnError("a terminal agent needs util-linux setsid (not found)", 127)
-            argv = [*ctty, *argv]
+            ctty = found
         if sandbox is not None:
             from agenthost.errors import AgentHostError
 
-            try:
-                launch = sandbox.launch(argv, cwd, env)
+            try:  # the controlling terminal is made inside (see _start's own_session)
+                launch = sandbox.launch(argv, cwd, env, wrapper=ctty)
             except (AgentHostError, OSError) as exc:
                 raise SpawnError(f"cannot confine {argv[0]}: {exc}", 126) from exc
             argv, env, pass_fds = launch.argv, launch.env, launch.pass_fds
             self.sandboxed = True
+        else:
+            argv = [*ctty, *argv]
         try:
             # A terminal's session is made by its wrapper (setsid), which must not be a
             # process-group leader to make it without a fork (pty.py); in a sandbox,

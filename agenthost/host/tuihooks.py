@@ -46,6 +46,12 @@ class TuiHooks:
         self._waiting: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
         self._ids = itertools.count(1)
 
+    def relocate(self, path: Path) -> None:
+        """Listen at ``path`` instead (before :meth:`start`): a sandboxed agent reaches
+        its host only through the sandbox's own directory."""
+        self.path = path
+        self.server = HookServer(path, self.token, self._on_hook)
+
     async def start(self) -> None:
         """Listen (raise ConfigError when the socket cannot be made)."""
         await self.server.start()

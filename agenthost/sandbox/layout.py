@@ -68,7 +68,7 @@ HOME_SECRETS: Final = (
 )
 """Credentials masked wherever they end up inside (a worktree that is ``$HOME``)."""
 RUN_DIR: Final = "/run/agenthost"
-"""Where the proxy's socket directory is inside the sandbox."""
+"""Where the host's directory of the sandbox's sockets is inside."""
 PROXY_SOCKET: Final = f"{RUN_DIR}/proxy.sock"
 PROXY_PORT: Final = 3128
 """The port the bridge listens on inside (the sandbox's own loopback)."""
@@ -91,7 +91,8 @@ class Request:
     read_only: tuple[Path, ...] = ()
     read_write: tuple[Path, ...] = ()
     proxy_dir: Path | None = None
-    """The directory of the proxy's socket (``strict``)."""
+    """The host's directory of this sandbox's sockets (the proxy's in ``strict``, a
+    terminal agent's hooks), bound at :data:`RUN_DIR`."""
     extra_programs: tuple[Path, ...] = field(default=())
     """Prefixes of more programs to bind read-only."""
     create: bool = True
@@ -278,7 +279,7 @@ def build_layout(request: Request) -> Layout:
     for path in request.read_only:
         if path.exists():
             mounts.append(Mount("ro", str(path), str(path)))
-    if request.profile.network == "strict" and request.proxy_dir is not None:
+    if request.proxy_dir is not None:  # the proxy's socket (strict), a hook socket
         mounts.append(Mount("rw", RUN_DIR, str(request.proxy_dir)))
     bound = [Path(m.source or m.dest) for m in mounts if m.kind in ("ro", "rw")]
     mounts += masks(request, bound)

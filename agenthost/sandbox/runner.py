@@ -57,10 +57,16 @@ DROPPED_VARS: Final = (
 )
 """Variables that lead outside the sandbox (agents, buses, displays, proxies): none of
 what they name is there, and the proxy settings are the sandbox's own."""
-KEPT_VARS: Final = ("AGENTHOST_AGENT_RUN", "AGENTHOST_DEMO_PACE")
+KEPT_VARS: Final = (
+    "AGENTHOST_AGENT_RUN",
+    "AGENTHOST_DEMO_PACE",
+    "AGENTHOST_HOOK_SOCKET",
+    "AGENTHOST_HOOK_TOKEN",
+)
 """The variables of agenthost's that stay inside: the run's marker (the watchdog finds
-the agent's processes by it) and the demo agent's pace. Any other ``AGENTHOST_*`` is
-agenthost's own business, and may lead to the home."""
+the agent's processes by it), the demo agent's pace, and a terminal agent's hook socket
+(in the sandbox's own directory) and token (agenthost.terminal.hooksetup). Any other
+``AGENTHOST_*`` is agenthost's own business, and may lead to the home."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +129,9 @@ class Sandbox:
         self.home = home
         self.run_dir = run_dir
         """A private directory of the host's for the proxy's socket (bound inside)."""
+        self.share_run_dir = False
+        """Bind :attr:`run_dir` inside in any profile (a terminal agent's hook socket is
+        there), not only in ``strict``."""
         self.settings = settings
         self.hosts = (*api_hosts, *settings.allow_hosts)
         self.machine = require(profile)
@@ -176,10 +185,18 @@ class Sandbox:
             ) from exc
         log.info("sandbox.proxy_started", hosts=list(self.hosts))
 
-    def launch(self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> Launch:
-        """How to start ``argv`` inside (the agent, or a terminal of its)."""
+    def launch(
+        self,
+        argv: Sequence[str],
+        cwd: str | None,
+        env: Mapping[str, str],
+        wrapper: Sequence[str] = (),
+    ) -> Launch:
+        """How to start ``argv`` inside (the agent, or a terminal of its), behind
+        ``wrapper`` (a system program: the sandbox holds what ``argv`` needs)."""
         from agenthost.sandbox import seccomp
 
+        strict = self.profile.network == "strict"
         request = Request(
             profile=self.profile,
             kind=self.kind,
@@ -190,12 +207,12 @@ class Sandbox:
             user_home=Path(env.get("HOME") or os.path.expanduser("~")),
             read_only=self.settings.read_only,
             read_write=self.settings.read_write,
-            proxy_dir=self.run_dir if self.profile.network == "strict" else None,
+            proxy_dir=self.run_dir if strict or self.share_run_dir else None,
         )
         layout = build_layout(request)
         if cwd is not None and cwd != layout.cwd:
             layout = type(layout)(layout.mounts, cwd, layout.network, layout.hostname)
-        command = list(argv)
+        command = [*wrapper, *argv]
         if self.profile.network == "strict":
             command = module_argv(
                 "agenthost.sandbox.inner",

@@ -93,6 +93,7 @@ def hook_setup(
     python: Sequence[str],
     *,
     statusline: bool = False,
+    sandboxed: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
     """``argv`` and ``env`` of a terminal agent running ``program`` (see
     :func:`detect_program`), with the CLI's own settings that make it report to the
@@ -105,10 +106,15 @@ def hook_setup(
     if not token or not socket_path:
         raise ConfigError("hooks need a socket path and a token")
     if program == "claude":
-        settings = json.dumps(claude_settings(python, statusline=statusline))
+        settings_obj = claude_settings(python, statusline=statusline)
+        if sandboxed:  # its own sandbox cannot nest in ours (docs/sandbox.md)
+            settings_obj["sandbox"] = {"enabled": False}
+        settings = json.dumps(settings_obj)
         argv[1:1] = ["--settings", settings]
     elif program == "codex":
         argv[1:1] = ["-c", "notify=" + _toml_array(hook_command(python, "notify"))]
+        if sandboxed:  # its own sandbox cannot nest in ours (docs/sandbox.md)
+            argv[1:1] = ["-c", 'sandbox_mode="danger-full-access"']
     else:
         raise ConfigError(f"unknown hooks program {program!r}")
     env[SOCKET_ENV] = socket_path

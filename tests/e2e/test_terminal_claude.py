@@ -11,6 +11,7 @@ from __future__ import annotations
 # ruff: noqa: F811 (the fixtures imported from asking.py are parameters of the tests)
 from pathlib import Path
 
+import pytest
 from asking import anthropic, claude_bin, dirs  # noqa: F401 (fixtures)
 from claude_env import ClaudeDirs, claude_env
 from clis import require_cli
@@ -19,6 +20,7 @@ from fakes.anthropic import FakeAnthropic, text, tool_use
 from fakes.openai import FakeOpenAI
 from fakes.openai import text as codex_text
 from notifysink import sink
+from sandboxtools import require_sandbox
 from test_hooks_tui import WRITE_COMMAND, first_run_done
 
 from agenthost.terminal.chunks import event_bytes
@@ -32,13 +34,17 @@ TIMEOUT = 60.0
 
 
 def tui(
-    host_factory: HostFactory, claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic
+    host_factory: HostFactory,
+    claude_bin: Path,
+    dirs: ClaudeDirs,
+    anthropic: FakeAnthropic,
+    *args: str,
 ) -> HostProc:
     env = claude_env(anthropic.url, dirs)
     first_run_done(dirs, env["ANTHROPIC_API_KEY"])
     command = [str(claude_bin), "--model", "claude-sonnet-4-5"]
     host = host_factory(
-        "tui", "--agent", "pty", "--cwd", str(dirs.worktree), command=command, env=env
+        "tui", "--agent", "pty", "--cwd", str(dirs.worktree), *args, command=command, env=env
     )
     host.wait_state("idle", timeout=TIMEOUT)  # SessionStart: at its prompt
     wait_for(lambda: "for shortcuts" in screen_text(host), TIMEOUT, "the TUI's prompt")
@@ -70,14 +76,24 @@ def screen_text(host: HostProc) -> str:
         return "\n".join(conn.request("host.screen")["payload"]["lines"])
 
 
+@pytest.mark.parametrize("sandbox", ["off", "strict"])
 def test_a_person_answers_the_tui_through_host_respond(
-    host_factory: HostFactory, claude_bin: Path, dirs: ClaudeDirs, anthropic: FakeAnthropic
+    host_factory: HostFactory,
+    claude_bin: Path,
+    dirs: ClaudeDirs,
+    anthropic: FakeAnthropic,
+    sandbox: str,
 ) -> None:
+    """In a sandbox too: its hooks reach the host through the sandbox's own directory,
+    and the TUI finds its files (Claude Code's kind, by its program's name)."""
+    if sandbox != "off":
+        require_sandbox()
     anthropic.add(
         tool_use("Bash", {"command": WRITE_COMMAND, "description": "Make a marker"}),
         text("Marker made."),
     )
-    host = tui(host_factory, claude_bin, dirs, anthropic)
+    host = tui(host_factory, claude_bin, dirs, anthropic, "--sandbox", sandbox)
+    assert host.agent().get("sandbox") == (None if sandbox == "off" else sandbox)
     with host.raw() as conn:
         assert conn.request("host.send", {"input": "Please make a marker file"})["success"]
     host.wait_state("waiting", timeout=TIMEOUT)
@@ -92,7 +108,8 @@ def test_a_person_answers_the_tui_through_host_respond(
     wait_for(lambda: "Marker made." in screen_text(host), TIMEOUT, "the answer on screen")
     assert (dirs.worktree / "marker.txt").exists()
     entries = history(host)
-    assert entries[0]["role"] == "user" and entries[0]["content"] == "Please make a marker file"
+    users = [e for e in entries if e["role"] == "user"]
+    assert [e["content"] for e in users] == ["Please make a marker file"]
     assert any(e["role"] == "permission" and "allowed" in e["content"] for e in entries)
     assert_the_oracle_agrees(host)
 
