@@ -28,8 +28,8 @@ from acp_env import (
     AgentKit,
     agent_command,
     agent_dirs,
+    clock_prefix,
     require_agent,
-    require_faketime,
 )
 
 import hosttools
@@ -259,7 +259,7 @@ def test_resume_after_a_host_restart(kit: AgentKit, start: Start) -> None:
     the minute it was made.)"""
     prefix: tuple[str, ...] = ()
     if kit.name == "gemini":
-        prefix = tuple(require_faketime("+2m"))
+        prefix = tuple(clock_prefix("+120"))
     with kit.fake(kit.text("First answer."), default=kit.text("Second answer.")) as api:
         host = start(api)
         sid = host.agent()["session_id"]

@@ -11,7 +11,9 @@ Nothing sleeps: every wait has a deadline and wakes on the agent's messages.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,9 +31,8 @@ from acp_env import (
     AgentKit,
     agent_command,
     agent_dirs,
-    faketime_prefix,
+    clock_prefix,
     require_agent,
-    require_faketime,
 )
 
 from hosttools import wait_for
@@ -331,7 +332,7 @@ async def test_gemini_load_replays_after_the_response(kit: AgentKit, dirs: Agent
     """``session/load`` (Gemini offers no resume) in a second process whose clock is two
     minutes ahead: the conversation is replayed as updates, streamed on after the load
     response, and the session goes on."""
-    later = require_faketime("+2m")
+    later = clock_prefix("+120")
     with kit.fake(kit.text("First answer."), default=kit.text("Second answer.")) as api:
         argv, env = agent_command(kit.name, api.url, dirs)
         session_id = await _first_session(kit, api, dirs, argv)
@@ -366,8 +367,7 @@ async def test_gemini_loses_a_session_loaded_in_the_same_minute(
     loading writes that file anew: loaded within the minute it was created, the session
     is overwritten before it is read (upstream bug). Both processes start at the same
     fake wall-clock minute here, so the loss is certain."""
-    require_faketime("+2m")
-    frozen = faketime_prefix("@2026-01-01 12:00:00")
+    frozen = clock_prefix("@2026-01-01T12:00:00Z")
     with kit.fake(kit.text("First answer.")) as api:
         argv, env = agent_command(kit.name, api.url, dirs)
         session_id = await _first_session(kit, api, dirs, [*frozen, *argv])
@@ -400,11 +400,37 @@ async def test_garbage_line_does_not_kill_the_agent(kit: AgentKit, started: Any)
     assert agent.proc.returncode is None
 
 
-def test_faketime_prefix_shape() -> None:
-    """faketime_prefix gives a runnable prefix or nothing."""
-    prefix = faketime_prefix("+2m")
-    assert prefix == [] or (
-        Path(prefix[0]).name == "faketime"
-        and prefix[1:] == ["-m", "--exclude-monotonic", "-f", "+2m"]
+def test_clock_prefix_moves_node_s_clock(tmp_path: Path) -> None:
+    """clock_prefix runs Node with its wall clock moved (ahead, or from a given time),
+    and leaves Node's own Dates (fs.Stats) Dates."""
+    node = shutil.which("node")
+    assert node is not None, "node comes with the agents' CLIs"
+    script = (
+        "const real = Number(require('child_process').execSync('date +%s'));"
+        "const st = require('fs').statSync('.');"
+        "console.log(JSON.stringify({ahead: Date.now() / 1000 - real,"
+        " iso: new Date().toISOString(), text: typeof Date(), stat: st.mtime instanceof Date}));"
     )
-    assert bool(prefix) == bool(shutil.which("faketime"))
+    for clock, check in [
+        ("+120", lambda r: 115 < r["ahead"] < 125),
+        ("@2026-01-01T12:00:00Z", lambda r: r["iso"].startswith("2026-01-01T12:00:0")),
+    ]:
+        done = subprocess.run(
+            [*clock_prefix(clock), node, "-e", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=True,
+        )
+        result = json.loads(done.stdout)
+        assert check(result), (clock, result)
+        assert result["text"] == "string" and result["stat"] is True
+    bad = subprocess.run(
+        [*clock_prefix("@not a time"), node, "-e", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert bad.returncode != 0 and "cannot read" in bad.stderr
