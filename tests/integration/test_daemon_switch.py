@@ -2,7 +2,7 @@
 and back, with a stand-in for the ``claude`` CLI (tests/fixtures/fake_claude.py: the
 demo agent in ``-p`` mode, a line-reading "TUI" that reports a new session through its
 SessionStart hook otherwise). The real Claude Code does the same in
-tests/e2e/test_tui_switch_claude.py.
+tests/e2e/test_tui_switch.py.
 """
 
 from __future__ import annotations
