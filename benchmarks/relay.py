@@ -15,6 +15,7 @@ stdin and close it, relay until the agent closes its stdout, then print
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import socket
@@ -26,15 +27,29 @@ CHUNK = 1 << 16
 
 
 def relay(fd: int, clients: list[socket.socket]) -> int:
-    """Copy everything readable from ``fd`` to every client; return the bytes read."""
+    """Copy everything readable from ``fd`` (a pipe, or a pseudo-terminal's master) to
+    every client; return the bytes read."""
     total = 0
     while True:
-        data = os.read(fd, CHUNK)
+        try:
+            data = os.read(fd, CHUNK)
+        except OSError as exc:  # a master's EIO: every slave descriptor is closed
+            if exc.errno != errno.EIO:
+                raise
+            return total
         if not data:
             return total
         total += len(data)
         for sock in clients:
             sock.sendall(data)
+
+
+def listen(path: str, clients: int) -> socket.socket:
+    """A Unix socket listening at ``path`` for ``clients``."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(clients)
+    return server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,9 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     agent = subprocess.Popen(args.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert agent.stdin is not None and agent.stdout is not None
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(args.socket)
-    server.listen(args.clients)
+    server = listen(args.socket, args.clients)
     print("READY", flush=True)
     clients = [server.accept()[0] for _ in range(args.clients)]
     agent.stdin.write(args.trigger.encode() + b"\n")

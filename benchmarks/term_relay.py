@@ -16,28 +16,12 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
-import socket
 import struct
 import subprocess
 import sys
 import termios
 
-CHUNK = 1 << 16
-
-
-def relay(fd: int, clients: list[socket.socket]) -> int:
-    """Copy everything readable from the master ``fd`` to every client; the bytes read."""
-    total = 0
-    while True:
-        try:
-            data = os.read(fd, CHUNK)
-        except OSError:  # EIO: every slave descriptor is closed
-            return total
-        if not data:
-            return total
-        total += len(data)
-        for sock in clients:
-            sock.sendall(data)
+from relay import listen, relay
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="+", help="the program to run in the terminal")
     args = parser.parse_args(argv)
     cols, rows = (int(n) for n in args.size.split("x"))
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(args.socket)
-    server.listen(args.clients)
+    server = listen(args.socket, args.clients)
     clients = [server.accept()[0] for _ in range(args.clients)]
     master, slave = os.openpty()
     fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
