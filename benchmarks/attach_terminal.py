@@ -25,32 +25,12 @@ from pathlib import Path
 
 import psutil
 
-PY = sys.executable
-FLOOD = r"""
-import os, sys, tty
-tty.setraw(0)
-mib = int(sys.argv[1])
-line = b"".join(b"%06d " % n + b"abcdefghij" * 7 + b"x" * 2 + b"\r\n" for n in range(800))
-rounds = 0
-while os.read(0, 1):
-    rounds += 1
-    left = mib * 1024 * 1024
-    while left > 0:
-        chunk = line[: min(left, len(line))]
-        os.write(1, chunk)
-        left -= len(chunk)
-    os.write(1, b"DONE %d\r\n" % rounds)
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from procs import PY, cpu, pss_mib  # noqa: E402
+
+SCREENFUL = str(Path(__file__).resolve().parent / "agents" / "screenful.py")
 DEADLINE = 600.0
-
-
-def cpu(proc: psutil.Process) -> float:
-    times = proc.cpu_times()
-    return float(times.user + times.system)
-
-
-def pss_mib(proc: psutil.Process) -> float:
-    return float(proc.memory_full_info().pss) / (1 << 20)
 
 
 class Terminal:
@@ -113,10 +93,8 @@ def main() -> None:
     parser.add_argument("--clients", default="1,4")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="ahbench-", dir="/tmp"))
-    flood = home / "flood.py"
-    flood.write_text(FLOOD)
     serve = [PY, "-m", "agenthost", "serve", "--agent-id", "flood", "--home", str(home)]
-    serve += ["--agent", "pty", "--detach", "--", PY, str(flood), str(args.mib)]
+    serve += ["--agent", "pty", "--detach", "--", PY, SCREENFUL, str(args.mib)]
     subprocess.run(serve, check=True, capture_output=True)
     from agenthost import Client
 

@@ -244,3 +244,14 @@ def read_line(sock: socket.socket) -> bytes:
             raise BenchError("connection closed before a full line")
         data += chunk
     return data
+
+
+def cpu(proc: psutil.Process) -> float:
+    """The CPU seconds (user + system) ``proc`` has used so far."""
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def pss_mib(proc: psutil.Process) -> float:
+    """``proc``'s proportional set size, in MiB."""
+    return float(proc.memory_full_info().pss) / (1 << 20)

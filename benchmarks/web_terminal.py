@@ -31,32 +31,16 @@ from typing import Any
 import httpx
 import psutil
 
-PY = sys.executable
 LINE = 80
-FLOOD = r"""
-import os, sys, tty
-tty.setraw(0)
-mib = int(sys.argv[1])
-line = b"".join(b"%06d " % n + b"abcdefghij" * 7 + b"x" * 2 + b"\r\n" for n in range(800))
-rounds = 0
-while os.read(0, 1):
-    rounds += 1
-    left = mib * 1024 * 1024
-    while left > 0:
-        chunk = line[: min(left, len(line))]
-        os.write(1, chunk)
-        left -= len(chunk)
-    os.write(1, b"DONE %d\r\n" % rounds)
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from procs import PY, cpu, pss_mib  # noqa: E402
+
+SCREENFUL = str(Path(__file__).resolve().parent / "agents" / "screenful.py")
 
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def cpu(proc: psutil.Process) -> float:
-    times = proc.cpu_times()
-    return float(times.user + times.system)
 
 
 def chromium_cpu() -> float:
@@ -160,7 +144,7 @@ def main() -> int:
     try:
         host = subprocess.Popen(
             [PY, "-m", "agenthost", "serve", "--agent-id", "flood", "--agent", "pty",
-             "--size", "80x24", "--", PY, "-c", FLOOD, str(args.mib)],
+             "--size", "80x24", "--", PY, SCREENFUL, str(args.mib)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         procs.append(host)
@@ -190,7 +174,7 @@ def main() -> int:
                     "chromium_cpu_s_per_mib": None
                     if chrome is None
                     else round(chrome / args.mib, 3),
-                    "gateway_pss_mib": round(webp.memory_full_info().pss / 2**20, 1),
+                    "gateway_pss_mib": round(pss_mib(webp), 1),
                 }
             )
             log(str(rows[-1]))
