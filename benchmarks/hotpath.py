@@ -1,8 +1,9 @@
 """The host's hot path alone: CPU per agent line and memory after a flood, 10 clients.
 
-Starts ``lines`` hosts (the flood agent, ``flood.py --stdin``) and floods each to raw
-clients (``clients.py``, the harness's checking clients), as ``run.py`` does, but only
-the figures of the hot path:
+Starts ``lines`` hosts (the flood agent, ``flood.py --stdin``), or with ``--agent demo``
+``demo`` hosts (the built-in stream-json agent, ``/flood N``: ``run.py``'s "Demo flood"
+rows), and floods each to raw clients (``clients.py``, the harness's checking clients),
+as ``run.py`` does, but only the figures of the hot path:
 
 * **CPU µs/line**: host CPU (``/proc/PID/schedstat``) per agent line, on a host whose
   ring holds a whole flood (``run.py``'s throughput host), and its lines/s;
@@ -16,6 +17,7 @@ share the machine's load. Prints one line per flood and the median per tree::
 
     .venv/bin/python benchmarks/hotpath.py --repeat 5
     .venv/bin/python benchmarks/hotpath.py --tree /tmp/old --tree . --repeat 5
+    .venv/bin/python benchmarks/hotpath.py --agent demo --tree /tmp/old --tree . --repeat 5
 """
 
 from __future__ import annotations
@@ -37,24 +39,26 @@ from procs import FLOOD, PY, Host, Procs  # noqa: E402
 MiB = 1 << 20
 
 
-def start(procs: Procs, tree: str, options: list[str]) -> Host:
-    """A warmed-up ``lines`` host running the code of ``tree``."""
+def start(procs: Procs, tree: str, kind: str, options: list[str]) -> Host:
+    """A warmed-up ``kind`` host (``lines`` or ``demo``) running the code of ``tree``."""
     saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
     # ``python -m`` looks in its working directory first, then PYTHONPATH, then the
     # editable install: both must be the tree
     os.environ["PYTHONPATH"] = str(Path(tree).resolve())
     os.chdir(tree)
     try:
-        host = procs.start_host("lines", [PY, FLOOD, "--stdin"], options)
+        # the demo adapter runs its own agent (``run.py``'s ``agent_command``)
+        command = [PY, FLOOD, "--stdin"] if kind == "lines" else []
+        host = procs.start_host(kind, command, options)
     finally:
         os.chdir(cwd)
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-    measures.wait_state(host, ("running",))
-    measures.host_flood(procs, host, "lines", 1, 1000)
-    measures.wait_flood_over(host, "lines")
+    measures.wait_state(host, ("idle",) if kind == "demo" else ("running",))
+    measures.host_flood(procs, host, kind, 1, 1000)
+    measures.wait_flood_over(host, kind)
     return host
 
 
@@ -86,7 +90,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tree", action="append", help="source tree(s) to compare")
     parser.add_argument("--repeat", type=int, default=5, help="floods per tree and host")
-    parser.add_argument("--count", type=int, default=200_000, help="lines per flood")
+    parser.add_argument("--agent", choices=("lines", "demo"), default="lines")
+    parser.add_argument(
+        "--count", type=int, help="lines per flood (default 200,000; demo: 20,000 as run.py)"
+    )
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument(
         "--mem-clients", default="10", help="clients of the default-ring floods, e.g. 1,10,100"
@@ -95,12 +102,15 @@ def main() -> int:
     parser.add_argument("--native", action="store_true", help="py-spy: C frames too")
     args = parser.parse_args()
     trees = args.tree or [str(Path(__file__).resolve().parent.parent)]
+    kind = args.agent
+    if args.count is None:
+        args.count = 200_000 if kind == "lines" else 20_000
     big_ring = ["--ring-size", str(args.count + 10_000), "--ring-bytes", str(1 << 30)]
     results: dict[str, dict[str, list[float]]] = {}
     with Procs() as procs:
         hosts = {}
         for tree in trees:
-            hosts[tree] = (start(procs, tree, big_ring), start(procs, tree, []))
+            hosts[tree] = (start(procs, tree, kind, big_ring), start(procs, tree, kind, []))
             results[tree] = {
                 "us_per_line": [],
                 "all_threads_us": [],
@@ -119,14 +129,14 @@ def main() -> int:
             for tree in trees:
                 cpu_host, mem_host = hosts[tree]
                 cpu0, io0 = threads_cpu(cpu_host), syscalls(cpu_host)
-                run = measures.host_flood(procs, cpu_host, "lines", args.clients, args.count)
+                run = measures.host_flood(procs, cpu_host, kind, args.clients, args.count)
                 all_us = 1e6 * (threads_cpu(cpu_host) - cpu0) / args.count
                 reads, writes = (b - a for a, b in zip(io0, syscalls(cpu_host), strict=True))
                 complete = True
                 for clients in map(int, args.mem_clients.split(",")):
-                    flood = measures.host_flood(procs, mem_host, "lines", clients, args.count)
+                    flood = measures.host_flood(procs, mem_host, kind, clients, args.count)
                     complete = complete and flood["complete"]
-                measures.wait_flood_over(mem_host, "lines")
+                measures.wait_flood_over(mem_host, kind)
                 after = rss_mib(mem_host)
                 row = results[tree]
                 row["us_per_line"].append(run["server_cpu_us_per_line"])
