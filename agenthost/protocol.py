@@ -254,20 +254,21 @@ class EventEncoder:
         output) is copied into its event as bytes, with no decoding, escaping or
         re-encoding; only the others take the general path.
         """
-        head = self._output_head
         middle = (',"timestamp":"' + timestamp + '","stream":"' + stream + '","data":"').encode()
+        # one bytes formatting per line: a fifth less than a join of five pieces
+        template = b"%b%%d%b%%b\"}\n" % (
+            self._output_head.replace(b"%", b"%%"),
+            middle.replace(b"%", b"%%"),
+        )
         if set(map(type, lines)) == {bytes} and not b"".join(lines).translate(None, _PLAIN):
             # every line whole and plain: one check for the batch, not a regex per line
-            return [
-                b"".join((head, b"%d" % offset, middle, line, b'"}\n'))
-                for offset, line in enumerate(lines, first_offset)
-            ]
+            return [template % pair for pair in enumerate(lines, first_offset)]
         not_plain = _NOT_PLAIN.search
         out: list[bytes] = []
         offset = first_offset
         for line in lines:
             if type(line) is bytes and not_plain(line) is None:
-                out.append(b"".join((head, b"%d" % offset, middle, line, b'"}\n')))
+                out.append(template % (offset, line))
             else:
                 continued = isinstance(line, Fragment)
                 try:
