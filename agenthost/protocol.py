@@ -256,7 +256,7 @@ class EventEncoder:
         """
         middle = (',"timestamp":"' + timestamp + '","stream":"' + stream + '","data":"').encode()
         # one bytes formatting per line: a fifth less than a join of five pieces
-        template = b"%b%%d%b%%b\"}\n" % (
+        template = b'%b%%d%b%%b"}\n' % (
             self._output_head.replace(b"%", b"%%"),
             middle.replace(b"%", b"%%"),
         )
