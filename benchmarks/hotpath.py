@@ -82,6 +82,12 @@ def syscalls(host: Host) -> tuple[int, int]:
     return int(fields["syscr"]), int(fields["syscw"])
 
 
+def user_system(host: Host) -> tuple[float, float]:
+    """User and system CPU seconds of the host (clock ticks: only their share is used)."""
+    times = host.ps.cpu_times()
+    return times.user, times.system
+
+
 def rss_mib(host: Host) -> float:
     return float(host.ps.memory_info().rss) / MiB
 
@@ -115,6 +121,7 @@ def main() -> int:
                 "us_per_line": [],
                 "all_threads_us": [],
                 "lines_per_s": [],
+                "system_share": [],
                 "rss_after": [],
             }
             results[tree]["rss_idle"] = [rss_mib(hosts[tree][1])]
@@ -129,9 +136,12 @@ def main() -> int:
             for tree in trees:
                 cpu_host, mem_host = hosts[tree]
                 cpu0, io0 = threads_cpu(cpu_host), syscalls(cpu_host)
+                times0 = user_system(cpu_host)
                 run = measures.host_flood(procs, cpu_host, kind, args.clients, args.count)
                 all_us = 1e6 * (threads_cpu(cpu_host) - cpu0) / args.count
                 reads, writes = (b - a for a, b in zip(io0, syscalls(cpu_host), strict=True))
+                user, system = (b - a for a, b in zip(times0, user_system(cpu_host), strict=True))
+                share = system / (user + system) if user + system else float("nan")
                 complete = True
                 for clients in map(int, args.mem_clients.split(",")):
                     flood = measures.host_flood(procs, mem_host, kind, clients, args.count)
@@ -142,11 +152,13 @@ def main() -> int:
                 row["us_per_line"].append(run["server_cpu_us_per_line"])
                 row["all_threads_us"].append(all_us)
                 row["lines_per_s"].append(run["lines_per_s"])
+                row["system_share"].append(share)
                 row["rss_after"].append(after)
                 ok = run["complete"] and complete
                 print(
                     f"{n + 1} {tree}: {run['server_cpu_us_per_line']:.3f} us/line "
-                    f"({all_us:.3f} all threads, {reads} reads, {writes} writes), "
+                    f"({all_us:.3f} all threads, {share:.0%} system, {reads} reads, "
+                    f"{writes} writes), "
                     f"{run['lines_per_s']:,.0f} lines/s; default ring: RSS after "
                     f"{after:.1f} MiB (idle {row['rss_idle'][0]:.1f})"
                     + ("" if ok else f" INCOMPLETE {run['errors'][:1]} {flood['errors'][:1]}"),
@@ -160,7 +172,7 @@ def main() -> int:
         med = {key: statistics.median(values) for key, values in row.items()}
         print(
             f"median {tree}: {med['us_per_line']:.3f} us/line ({med['all_threads_us']:.3f} all "
-            f"threads), {med['lines_per_s']:,.0f} "
+            f"threads, {med['system_share']:.0%} system), {med['lines_per_s']:,.0f} "
             f"lines/s, RSS idle {med['rss_idle']:.1f} MiB, after {med['rss_after']:.1f} MiB "
             f"({med['rss_after'] / med['rss_idle']:.2f}x)"
         )
