@@ -21,6 +21,7 @@ the same number.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring
 from typing import Any, Final
 
 import orjson
@@ -68,3 +69,13 @@ def dumps(value: Any) -> bytes:
     if b"null" in data:  # a None, or a NaN orjson wrote as null: only the former is JSON
         return to_utf8(_STD_ENCODER.encode(value))
     return data
+
+
+def dumps_text(text: str) -> bytes:
+    """The JSON string of ``text`` in UTF-8, the bytes of ``json.dumps(text,
+    ensure_ascii=False)``. Raise UnicodeEncodeError (a ValueError) for a lone surrogate.
+    """
+    try:
+        return orjson.dumps(text)
+    except orjson.JSONEncodeError:  # a lone surrogate: the standard library's error
+        return encode_basestring(text).encode()

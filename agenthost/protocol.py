@@ -32,7 +32,6 @@ import functools
 import importlib
 import json
 import re
-from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, Final
 
 from agenthost.errors import ErrorCode, ProtocolError
@@ -231,7 +230,7 @@ class EventEncoder:
     :class:`StreamEvent`, terminated by a newline.
     """
 
-    __slots__ = ("agent_id", "_prefix", "_output_head", "_heads", "_dumps")
+    __slots__ = ("agent_id", "_prefix", "_output_head", "_heads", "_dumps", "_dumps_text")
 
     def __init__(self, agent_id: str) -> None:
         # orjson's import costs about 15 ms of CPU: only what encodes events pays it
@@ -242,6 +241,7 @@ class EventEncoder:
         self._output_head = ('{"kind":"event","type":"output",' + self._prefix).encode()
         self._heads: dict[str, bytes] = {}  # event type -> the bytes before the offset
         self._dumps = jsontext.dumps
+        self._dumps_text = jsontext.dumps_text
 
     def output_lines(
         self, first_offset: int, timestamp: str, lines: list[bytes], stream: str
@@ -289,23 +289,24 @@ class EventEncoder:
         escaped: bool = False,
     ) -> bytes:
         """An ``output`` event. ``data`` must be free of lone surrogates."""
-        tail = "}\n"
+        tail = b"}\n"
         if continued or escaped:
-            tail = (',"continued":true' if continued else "") + (
-                ',"escaped":true}\n' if escaped else "}\n"
+            tail = (b',"continued":true' if continued else b"") + (
+                b',"escaped":true}\n' if escaped else b"}\n"
             )
-        return (
-            '{"kind":"event","type":"output",'
-            + self._prefix
-            + str(offset)
-            + ',"timestamp":"'
-            + timestamp
-            + '","stream":"'
-            + stream
-            + '","data":'
-            + encode_basestring(data)
-            + tail
-        ).encode()
+        return b"".join(
+            (
+                self._output_head,
+                b"%d" % offset,
+                b',"timestamp":"',
+                timestamp.encode(),
+                b'","stream":"',
+                stream.encode(),
+                b'","data":',
+                self._dumps_text(data),
+                tail,
+            )
+        )
 
     def event(self, event_type: str, offset: int, timestamp: str, fields: dict[str, Any]) -> bytes:
         """Any other event; ``fields`` are added after the common ones.

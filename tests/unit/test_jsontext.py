@@ -149,3 +149,15 @@ def test_dumps_keys_that_are_not_strings_and_big_integers_as_the_standard_librar
         == std_dumps(value)
         == b'{"1":1180591620717411303424,"s":"\xef\xbf\xbd","n":null}'
     )
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text())
+def test_dumps_text_gives_the_standard_library_bytes_or_its_error(text: str) -> None:
+    try:
+        expected = json.dumps(text, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        with pytest.raises(UnicodeEncodeError):
+            jsontext.dumps_text(text)
+        return
+    assert jsontext.dumps_text(text) == expected
