@@ -32,7 +32,6 @@ import functools
 import importlib
 import json
 import re
-from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, Final
 
 from agenthost.errors import ErrorCode, ProtocolError
@@ -231,12 +230,19 @@ class EventEncoder:
     :class:`StreamEvent`, terminated by a newline.
     """
 
-    __slots__ = ("agent_id", "_prefix", "_output_head")
+    __slots__ = ("agent_id", "_prefix", "_output_head", "_heads", "_dumps", "_dumps_text")
 
     def __init__(self, agent_id: str) -> None:
+        # orjson's import (about 15 ms of CPU in a bare process, 0.5 ms in a host) is paid
+        # only where events are encoded, not by the command line
+        from agenthost import jsontext
+
         self.agent_id = agent_id
         self._prefix = '"agent_id":' + json.dumps(agent_id) + ',"offset":'
         self._output_head = ('{"kind":"event","type":"output",' + self._prefix).encode()
+        self._heads: dict[str, bytes] = {}  # event type -> the bytes before the offset
+        self._dumps = jsontext.dumps
+        self._dumps_text = jsontext.dumps_text
 
     def output_lines(
         self, first_offset: int, timestamp: str, lines: list[bytes], stream: str
@@ -249,20 +255,21 @@ class EventEncoder:
         output) is copied into its event as bytes, with no decoding, escaping or
         re-encoding; only the others take the general path.
         """
-        head = self._output_head
         middle = (',"timestamp":"' + timestamp + '","stream":"' + stream + '","data":"').encode()
+        # one bytes formatting per line: a fifth less than a join of five pieces
+        template = b'%b%%d%b%%b"}\n' % (
+            self._output_head.replace(b"%", b"%%"),
+            middle.replace(b"%", b"%%"),
+        )
         if set(map(type, lines)) == {bytes} and not b"".join(lines).translate(None, _PLAIN):
             # every line whole and plain: one check for the batch, not a regex per line
-            return [
-                b"".join((head, b"%d" % offset, middle, line, b'"}\n'))
-                for offset, line in enumerate(lines, first_offset)
-            ]
+            return [template % pair for pair in enumerate(lines, first_offset)]
         not_plain = _NOT_PLAIN.search
         out: list[bytes] = []
         offset = first_offset
         for line in lines:
             if type(line) is bytes and not_plain(line) is None:
-                out.append(b"".join((head, b"%d" % offset, middle, line, b'"}\n')))
+                out.append(template % (offset, line))
             else:
                 continued = isinstance(line, Fragment)
                 try:
@@ -283,42 +290,43 @@ class EventEncoder:
         escaped: bool = False,
     ) -> bytes:
         """An ``output`` event. ``data`` must be free of lone surrogates."""
-        tail = "}\n"
+        tail = b"}\n"
         if continued or escaped:
-            tail = (',"continued":true' if continued else "") + (
-                ',"escaped":true}\n' if escaped else "}\n"
+            tail = (b',"continued":true' if continued else b"") + (
+                b',"escaped":true}\n' if escaped else b"}\n"
             )
-        return (
-            '{"kind":"event","type":"output",'
-            + self._prefix
-            + str(offset)
-            + ',"timestamp":"'
-            + timestamp
-            + '","stream":"'
-            + stream
-            + '","data":'
-            + encode_basestring(data)
-            + tail
-        ).encode()
+        return b"".join(
+            (
+                self._output_head,
+                b"%d" % offset,
+                b',"timestamp":"',
+                timestamp.encode(),
+                b'","stream":"',
+                stream.encode(),
+                b'","data":',
+                self._dumps_text(data),
+                tail,
+            )
+        )
 
     def event(self, event_type: str, offset: int, timestamp: str, fields: dict[str, Any]) -> bytes:
         """Any other event; ``fields`` are added after the common ones.
 
         Raise ValueError or TypeError if ``fields`` cannot be encoded (NaN, objects).
         """
-        body = json.dumps(fields, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        rest = "}" if body == "{}" else "," + body[1:]
-        return to_utf8(
-            '{"kind":"event","type":'
-            + json.dumps(event_type)
-            + ","
-            + self._prefix
-            + str(offset)
-            + ',"timestamp":"'
-            + timestamp
-            + '"'
-            + rest
-            + "\n"
+        body = self._dumps(fields)
+        head = self._heads.get(event_type)
+        if head is None:
+            text = '{"kind":"event","type":' + json.dumps(event_type) + "," + self._prefix
+            head = self._heads.setdefault(event_type, to_utf8(text))
+        return b"".join(
+            (
+                head,
+                b"%d" % offset,
+                b',"timestamp":"',
+                timestamp.encode(),
+                b'"}\n' if body == b"{}" else b'",' + body[1:] + b"\n",
+            )
         )
 
 

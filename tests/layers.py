@@ -23,6 +23,7 @@ SANS_IO = (
     "agenthost.wire.connection",
     "agenthost.wire.stream",
     "agenthost.protocol",
+    "agenthost.jsontext",
     "agenthost.models",
     "agenthost.position",
     "agenthost.ringbuffer",
