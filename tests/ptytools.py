@@ -15,6 +15,7 @@ import base64
 import fcntl
 import json
 import os
+import platform
 import re
 import select
 import signal
@@ -30,6 +31,8 @@ from typing import Any
 from termoracle import Chunk
 
 DEADLINE = 20.0
+READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}
+"""The number of read(2) in /proc/PID/syscall, per machine."""
 TTY_FIXTURES = Path(__file__).parent / "fixtures" / "tty"
 
 
@@ -169,6 +172,35 @@ class PtyProgram:
         while data:
             written = os.write(self.master, data)
             data = data[written:]
+
+    def wait_reading(self, timeout: float = DEADLINE) -> None:
+        """Wait until the program is blocked reading its terminal (the read system call
+        on a descriptor of the terminal, from /proc/PID/syscall: less reads /dev/tty).
+
+        A resize's SIGWINCH that comes between a program's last check of its signals
+        and its read is acted on only at the next key (less does this): a program that
+        waits in its read takes the signal at once."""
+        number = READ_SYSCALL.get(platform.machine())
+        if number is None:  # (another architecture: no wait, the race stays)
+            return
+        path = f"/proc/{self.process.pid}/syscall"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fields = Path(path).read_text().split()
+            except OSError:  # it exited
+                return
+            if fields and fields[0] == number and self._is_terminal(int(fields[1], 16)):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.recording.name}: never waited for a key ({fields})")
+            time.sleep(0.01)  # (polls /proc: the kernel has no event for it)
+
+    def _is_terminal(self, fd: int) -> bool:
+        try:
+            return os.readlink(f"/proc/{self.process.pid}/fd/{fd}") == self.tty_name
+        except OSError:
+            return False
 
     def resize(self, cols: int, rows: int) -> None:
         """Resize the terminal, recorded at this point of the stream."""

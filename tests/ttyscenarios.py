@@ -66,6 +66,7 @@ def record_less(tmp: Path) -> Recording:
         less.send(" ")
         less.expect("000046")
         less.mark()
+        less.wait_reading()  # (a SIGWINCH before less reads again waits for a key)
         less.resize(60, 12)
         less.expect("0000")
         less.mark()
