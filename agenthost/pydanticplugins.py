@@ -8,9 +8,10 @@ never there. :func:`skip_lookup_without_plugins` looks for the ``pydantic`` entr
 group itself, in the places ``importlib.metadata`` reads (the ``*.dist-info`` and
 ``*.egg-info`` directories of ``sys.path``), and only when there is none tells pydantic
 "no plugins" up front. Anything it cannot see through (a zip on ``sys.path``, a
-finder of distributions of its own) leaves pydantic's own lookup in place, as does
-``PYDANTIC_DISABLE_PLUGINS`` (pydantic reads it anyway): with or without this module,
-the same plugins are loaded.
+finder of distributions of its own) leaves pydantic's own lookup in place: with or
+without this module, the same plugins are loaded (and ``PYDANTIC_DISABLE_PLUGINS``
+disables them as before; it does not save the lookup's cost, as pydantic imports
+``importlib.metadata`` with its loader whatever the variable says).
 """
 
 from __future__ import annotations
