@@ -17,6 +17,7 @@ Durations are written ``90``, ``"90s"``, ``"15m"``, ``"12h"`` or ``"7d"``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -41,6 +42,9 @@ from agenthost.errors import ConfigError, UntrustedFile
 from agenthost.homefiles import read_checked
 from agenthost.paths import CONFIG_NAME as CONFIG_NAME  # (their home: agenthost.paths)
 from agenthost.paths import config_path as config_path
+from agenthost.pydanticplugins import skip_lookup_without_plugins
+
+skip_lookup_without_plugins()  # before any model is built (see agenthost.models)
 
 MAX_CONFIG_BYTES: Final = 1 << 20
 
@@ -92,7 +96,11 @@ Behavior = Literal["allow", "deny", "ask"]
 class ConfigModel(BaseModel):
     """Our own configuration: frozen, unknown keys refused."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built on first use: the daemon imports this module (its notifier) at start, and
+    # the first build of a model also has pydantic look up its plugins (the entry
+    # points of every installed distribution); a daemon with hosts to reattach needs
+    # neither before it is ready
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 def _http_url(value: str) -> str:
@@ -403,7 +411,10 @@ class HomeConfig(ConfigModel):
     attach: AttachConfig = Field(default_factory=AttachConfig)
 
 
-DEFAULT_CONFIG: Final = HomeConfig()
+@functools.cache
+def default_config() -> HomeConfig:
+    """The configuration of a home without ``config.toml`` (:data:`DEFAULT_CONFIG`)."""
+    return HomeConfig()
 
 
 def parse_config(text: str, source: str = CONFIG_NAME) -> HomeConfig:
@@ -499,7 +510,7 @@ def load_config(home: Path) -> HomeConfig:
     try:
         data, _ = _read(path)
     except FileNotFoundError:
-        return DEFAULT_CONFIG
+        return default_config()
     return parse_config(data, str(path))
 
 
@@ -520,11 +531,29 @@ def _read(path: Path) -> tuple[str, os.stat_result]:
         raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
-REFUSED_CONFIG: Final = HomeConfig(policy=PolicyConfig(session_grants=False))
-"""What applies while ``config.toml`` is refused as untrusted: no rule (every request
-asks a person), no "allow for this session", no channel (nothing is sent, nothing is
-run), no links. Never the last good configuration: the refusal may have come after
-another user rewrote the file, and nothing may allow more than the user decided."""
+@functools.cache
+def refused_config() -> HomeConfig:
+    """What applies while ``config.toml`` is refused as untrusted
+    (:data:`REFUSED_CONFIG`): no rule (every request asks a person), no "allow for this
+    session", no channel (nothing is sent, nothing is run), no links. Never the last
+    good configuration: the refusal may have come after another user rewrote the file,
+    and nothing may allow more than the user decided."""
+    return HomeConfig(policy=PolicyConfig(session_grants=False))
+
+
+if TYPE_CHECKING:
+    DEFAULT_CONFIG: HomeConfig
+    REFUSED_CONFIG: HomeConfig
+else:
+
+    def __getattr__(name: str) -> HomeConfig:
+        """``DEFAULT_CONFIG`` and ``REFUSED_CONFIG``, made on first use (PEP 562): making
+        them at import built every model of the configuration (see :class:`ConfigModel`)."""
+        if name == "DEFAULT_CONFIG":
+            return default_config()
+        if name == "REFUSED_CONFIG":
+            return refused_config()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -548,10 +577,16 @@ class ConfigFile:
 
     def __init__(self, home: Path) -> None:
         self.path = config_path(home)
-        self.config: HomeConfig = DEFAULT_CONFIG
+        self._config: HomeConfig | None = None
+        """None: the defaults, made on first use (:func:`default_config`)."""
         self.error: str | None = None
         self.refused = False
         self._seen: tuple[int, int, int, int] | None = None
+
+    @property
+    def config(self) -> HomeConfig:
+        """The configuration :meth:`get` returned last (without a look at the file)."""
+        return default_config() if self._config is None else self._config
 
     def get(self) -> HomeConfig:
         """The current configuration (re-read if the file changed since last time)."""
@@ -567,22 +602,22 @@ class ConfigFile:
             return self.config
         self._seen = seen
         if seen is None:
-            self.config, self.error, self.refused = DEFAULT_CONFIG, None, False
+            self._config, self.error, self.refused = None, None, False
             return self.config
         try:
             text, st = _read(self.path)
             self._seen = _stamp(st)  # what was read, if it changed since the lstat
-            self.config = parse_config(text, str(self.path))
+            self._config = parse_config(text, str(self.path))
             self.error, self.refused = None, False
         except FileNotFoundError:
-            self.config, self.error, self.refused = DEFAULT_CONFIG, None, False
+            self._config, self.error, self.refused = None, None, False
         except UntrustedFile as exc:
-            self.config, self.error, self.refused = REFUSED_CONFIG, exc.message, True
+            self._config, self.error, self.refused = refused_config(), exc.message, True
             # checked again at the next call: the fix may be to the directory (chmod go-w
             # the home), which changes nothing of the file
             self._seen = None
         except ConfigError as exc:
-            # invalid: the last good one goes on (none after a refusal: REFUSED_CONFIG)
+            # invalid: the last good one goes on (none after a refusal: refused_config())
             self.error, self.refused = exc.message, False
         return self.config
 

@@ -1,7 +1,7 @@
 """Start-up cost of an exec'd host: CPU and memory of ``agenthost serve`` until it
 answers its first ``host.ping``.
 
-    .venv/bin/python benchmarks/startup.py [--runs 9] [--json]
+    .venv/bin/python benchmarks/startup.py [--runs 9] [--json] [--tree DIR ...]
 
 Each run execs ``python -m agenthost serve --agent lines --linger 0 -- sleep infinity``
 in a fresh home with a ``NOTIFY_SOCKET``, waits for READY=1, sends one ``host.ping`` on
@@ -11,11 +11,18 @@ RSS and PSS from ``/proc/PID/smaps_rollup``; then sends one ``host.status`` (the
 request that needs the models, which a host loads when first used) and reads its CPU
 time again (``status_cpu_ms``, counted from exec); then stops the host. Prints the
 median, the 90th percentile and the minimum of each figure.
+
+Each ``--tree`` (a directory holding an ``agenthost`` package, e.g. a ``git worktree``
+of an older commit; default: this checkout) gets its own starts, and the starts
+alternate between trees, so that old and new code share the machine's load::
+
+    .venv/bin/python benchmarks/startup.py --tree /tmp/base --tree . --runs 15
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import secrets
@@ -64,13 +71,15 @@ def memory_mib(pid: int) -> tuple[float, float]:
     return fields["Rss"] / 1024, fields["Pss"] / 1024
 
 
-def one_start(tmp: Path) -> dict[str, float]:
-    """Exec one host, ping it, measure it, stop it."""
+def one_start(tmp: Path, tree: Path) -> dict[str, float]:
+    """Exec one host running the code of ``tree``, ping it, measure it, stop it."""
     home = Path(tempfile.mkdtemp(prefix="ahs-", dir=tmp))
     argv = [PY, "-m", "agenthost", "serve", "--agent-id", "x", "--home", str(home)]
     argv += ["--agent", "lines", "--linger", "0", "--", "sleep", "infinity"]
     name = f"ahs-{secrets.token_hex(6)}"
-    env = dict(os.environ)
+    # ``python -m`` looks in its working directory first, then PYTHONPATH, then the
+    # editable install: both must be the tree
+    env = dict(os.environ, PYTHONPATH=str(tree))
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
         notify.bind("\0" + name)
         notify.settimeout(30)
@@ -82,6 +91,7 @@ def one_start(tmp: Path) -> dict[str, float]:
                 stdout=log,
                 stderr=log,
                 env=env,
+                cwd=tree,
                 start_new_session=True,
             )
         try:
@@ -115,23 +125,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=9, help="host starts (default 9)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--tree", action="append", help="source tree(s) to compare")
     args = parser.parse_args()
+    trees = [Path(t).resolve() for t in args.tree or [Path(__file__).resolve().parent.parent]]
+    for tree in trees:
+        # bytecode for every tree (PYTHONDONTWRITEBYTECODE may be set): else a tree
+        # without it compiles its modules at every start
+        compileall.compile_dir(tree / "agenthost", quiet=1)
     tmp = Path(tempfile.mkdtemp(prefix="ahs-", dir="/tmp"))
+    samples: dict[Path, list[dict[str, float]]] = {tree: [] for tree in trees}
     try:
-        samples = [one_start(tmp) for _ in range(args.runs)]
+        for _ in range(args.runs):
+            for tree in trees:  # interleaved: every tree sees the same load
+                samples[tree].append(one_start(tmp, tree))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    result = {key: spread([s[key] for s in samples]) for key in samples[0]}
-    result["runs"] = {"n": args.runs}
+    results = {}
+    for tree, runs in samples.items():
+        result: dict[str, dict[str, float]] = {
+            key: spread([s[key] for s in runs]) for key in runs[0]
+        }
+        result["runs"] = {"n": args.runs}
+        results[str(tree)] = result
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results if len(trees) > 1 else results[str(trees[0])], indent=2))
         return
-    for key, figures in result.items():
-        if key == "runs":
-            continue
-        text = "  ".join(f"{name} {value:7.1f}" for name, value in figures.items())
-        print(f"{key:13} {text}")
-    print(f"({args.runs} starts of serve --agent lines -- sleep infinity)")
+    for tree, result in results.items():
+        if len(trees) > 1:
+            print(tree)
+        for key, figures in result.items():
+            if key == "runs":
+                continue
+            text = "  ".join(f"{name} {value:7.1f}" for name, value in figures.items())
+            print(f"{key:13} {text}")
+    print(f"({args.runs} starts per tree of serve --agent lines -- sleep infinity)")
 
 
 if __name__ == "__main__":

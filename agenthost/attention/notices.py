@@ -28,12 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agenthost.attention.links import Decision, new_link, sign, url
-from agenthost.config import AgentNotify, NoticeKind
 from agenthost.models import StreamEvent
 from agenthost.timefmt import format_datetime
+
+if TYPE_CHECKING:  # not at run time: the daemon imports this module before it is ready
+    from agenthost.config import AgentNotify, NoticeKind
 
 NOTICE_VERSION: Final = 1
 SLACK: Final = 60.0
@@ -44,7 +46,7 @@ _WATCHED: Final = frozenset(
 )
 _TURN_STATES: Final = frozenset({"starting", "running", "waiting"})
 
-Settings = Callable[[str, str], AgentNotify]
+Settings = Callable[[str, str], "AgentNotify"]
 """What applies to an agent (id, project): ``NotifyConfig.for_agent`` of the config."""
 
 

@@ -18,20 +18,27 @@ the reason.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from agenthost.attention.channels import Delivery, close_http, deliver, failed
 from agenthost.attention.keys import link_key
 from agenthost.attention.ledger import Ledger, Status
 from agenthost.attention.notices import Notice, Notices, with_links
-from agenthost.config import CONFIG_NAME, AgentNotify, Channel, ConfigFile, HomeConfig
 from agenthost.errors import AgentHostError
 from agenthost.models import StreamEvent
+from agenthost.paths import CONFIG_NAME
+
+# The channels and the configuration are imported when first needed (a notice due, a
+# delivery): the daemon makes its notifier before it is ready, and reattaching its
+# hosts needs neither (the configuration's module defines some twenty models).
+if TYPE_CHECKING:
+    from agenthost.attention.channels import Delivery
+    from agenthost.config import AgentNotify, Channel, ConfigFile, HomeConfig
 
 log = structlog.get_logger("agenthost.attention.notifier")
 
@@ -53,7 +60,7 @@ class Notifier:
         backoff_first: float = BACKOFF_FIRST,
     ) -> None:
         self.home = home
-        self.config_file = ConfigFile(home)
+        self._config_file: ConfigFile | None = None
         self.notices = Notices(self._settings, clock)
         self.clock = clock
         self.backoff_first = backoff_first
@@ -68,6 +75,15 @@ class Notifier:
         self._logged_error: str | None = None
 
     # --- configuration --------------------------------------------------------------
+
+    @property
+    def config_file(self) -> ConfigFile:
+        """``config.toml``, watched from the first time a notice needs it."""
+        if self._config_file is None:
+            from agenthost.config import ConfigFile
+
+            self._config_file = ConfigFile(self.home)
+        return self._config_file
 
     def config(self) -> HomeConfig:
         """The configuration (the last good one while the file is invalid, no channel
@@ -161,6 +177,8 @@ class Notifier:
         ledger = self._open_ledger()
         if ledger is None:  # the log says so
             return
+        from agenthost.attention.channels import failed
+
         why = failed(f"not sent: {self._queue.maxsize} notices were already waiting")
         for name in setting.channels:
             try:
@@ -191,7 +209,10 @@ class Notifier:
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        await close_http()
+        if "agenthost.attention.channels" in sys.modules:  # else no delivery was made
+            from agenthost.attention.channels import close_http
+
+            await close_http()
         if self.ledger is not None:
             self.ledger.close()
             self.ledger = None
@@ -264,6 +285,8 @@ class Notifier:
         """A notice due while config.toml is refused (another user's, writable by
         others): sent nowhere, as the file's channels are never read, and recorded as
         failed, with why, under the channel name ``config.toml``."""
+        from agenthost.attention.channels import failed
+
         why = failed(f"not sent: {self.config_file.error}")
         log.error("notify.refused", agent_id=notice.agent_id, kind=notice.kind, why=why.why)
         ledger = self._open_ledger()
@@ -294,6 +317,8 @@ class Notifier:
     async def _deliver(
         self, name: str, channel: Channel, notice: Notice, row: int, retries: int
     ) -> None:
+        from agenthost.attention.channels import deliver, failed
+
         attempts = 0
         result = failed("not attempted")
         try:
