@@ -42,9 +42,6 @@ from agenthost.errors import ConfigError, UntrustedFile
 from agenthost.homefiles import read_checked
 from agenthost.paths import CONFIG_NAME as CONFIG_NAME  # (their home: agenthost.paths)
 from agenthost.paths import config_path as config_path
-from agenthost.pydanticplugins import skip_lookup_without_plugins
-
-skip_lookup_without_plugins()  # before any model is built (see agenthost.models)
 
 MAX_CONFIG_BYTES: Final = 1 << 20
 

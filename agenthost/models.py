@@ -39,13 +39,7 @@ from agenthost.names import MESSAGE_SINCE as MESSAGE_SINCE
 from agenthost.names import TERMINAL_COLS, TERMINAL_ROWS, TERMINAL_SIGNALS, MessageType
 from agenthost.names import AgentState as AgentState
 from agenthost.names import EventType as EventType
-from agenthost.pydanticplugins import skip_lookup_without_plugins
 from agenthost.timefmt import format_datetime
-
-# before any of our models is built: pydantic's own lookup of plugins costs a process
-# ~16 ms at its first model build (the daemon before it is ready, a host at its first
-# request with a payload), for plugins that are rarely installed
-skip_lookup_without_plugins()
 
 
 def _to_utc(value: datetime) -> datetime:

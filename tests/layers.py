@@ -25,7 +25,6 @@ SANS_IO = (
     "agenthost.protocol",
     "agenthost.jsontext",
     "agenthost.models",
-    "agenthost.pydanticplugins",
     "agenthost.position",
     "agenthost.ringbuffer",
     "agenthost.linesplit",

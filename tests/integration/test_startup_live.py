@@ -51,8 +51,7 @@ def test_a_restarted_daemon_is_ready_without_the_configuration_or_the_channels(
     world: DaemonWorld,
 ) -> None:
     """It reattaches a live host whose events it had all seen without them: the
-    configuration's models, the notification channels and pydantic's plugin lookup
-    wait for an event to judge (a replayed state change reads the configuration), a
+    configuration's models and the notification channels wait for an event to judge (a replayed state change reads the configuration), a
     notice or a request that needs them."""
     world.env["PYTHONPROFILEIMPORTTIME"] = "1"
     # no factory: its imports would be in the daemon's log
@@ -69,5 +68,5 @@ def test_a_restarted_daemon_is_ready_without_the_configuration_or_the_channels(
     loaded = imported(log.partition('"daemon.ready"')[0])
     assert list(world.ping()["reconcile"]["reattached"]) == ["d1"]
     assert "agenthost.daemon.service" in loaded  # the report is there: the check can fail
-    later = {"agenthost.config", "agenthost.attention.channels", "importlib.metadata", "tomllib"}
+    later = {"agenthost.config", "agenthost.attention.channels", "tomllib"}
     assert sorted(later & loaded) == []
