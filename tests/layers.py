@@ -24,6 +24,7 @@ SANS_IO = (
     "agenthost.wire.stream",
     "agenthost.protocol",
     "agenthost.models",
+    "agenthost.approval",
     "agenthost.position",
     "agenthost.ringbuffer",
     "agenthost.linesplit",

@@ -1,5 +1,5 @@
-"""The fast path of the commands scripts call most: ``status``, ``ping``, ``send``,
-``respond`` of a local agent, on the standard library alone.
+"""The fast path of the commands scripts call most: ``status``, ``ping``, ``pending``,
+``send``, ``respond`` of a local agent, on the standard library alone.
 
 Click, pydantic and asyncio cost a few hundred milliseconds of CPU to import; a shell
 prompt or ``watch`` calling ``agenthost status`` pays them every time. Here the plain,
@@ -13,7 +13,7 @@ read differently, shell completion, a home or an agent id that is refused, no ho
 host of another version, ``AGENTHOST_NO_FAST=1``. Giving up happens only before the
 verb's own request is sent (the handshake's ping changes nothing), so a ``send`` is
 never sent twice; after it, the host's answer and its errors are reported here. A
-read-only verb (``status``, ``ping``) that meets an error other than a timeout is
+read-only verb (``status``, ``ping``, ``pending``) that meets an error other than a timeout is
 simply run again the click way, which says it in its words.
 """
 
@@ -30,13 +30,14 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import TextIO
 
-READ_ONLY = frozenset({"status", "ping"})
+READ_ONLY = frozenset({"status", "ping", "pending"})
 """Verbs that change nothing: run again the click way on any error but a timeout."""
 
 _OPTIONS: dict[str, tuple[int, frozenset[str], frozenset[str]]] = {
     # verb: (arguments (-1: two or more), flags, options with a value)
     "status": (1, frozenset({"--json"}), frozenset({"--home"})),
     "ping": (1, frozenset({"--json"}), frozenset({"--home"})),
+    "pending": (1, frozenset({"--json"}), frozenset({"--home"})),
     "send": (-1, frozenset({"--json"}), frozenset({"--home", "--key"})),
     "respond": (3, frozenset({"--json", "--session"}), frozenset({"--home", "--message"})),
 }
@@ -130,6 +131,18 @@ def _run(parsed: Args, client: QuickClient, home: Path) -> int:
         elif verb == "status":
             answer = client.request("host.status")
             text = views.json_text(answer) if parsed.as_json else _status(answer, home, agent_id)
+        elif verb == "pending":
+            requests = client.request("host.pending")["requests"]
+            if not isinstance(requests, list):
+                raise TypeError("requests is not a list")
+            if parsed.as_json:
+                text = views.json_text(requests)
+            else:
+                table = views.pending_text(requests)
+                if table is None:
+                    _write(sys.stderr, "no pending requests")
+                    return 0
+                text = table
         elif verb == "send":
             words = parsed.args[1:]
             # a message read from stdin ends with the newline of its last line: not part of it

@@ -9,12 +9,13 @@ that takes a model returns text a terminal may be sent as it is. :func:`fit` and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 
-from wcwidth import wcswidth, wcwidth
+from wcwidth import wcswidth
 
 from agenthost.cli.views import Style as Style
+from agenthost.cli.views import fit as fit
 from agenthost.cli.views import status_text, uptime
+from agenthost.cli.views import table as table
 from agenthost.governance.budget import usd
 from agenthost.protocol import (
     AgentInfo,
@@ -30,24 +31,6 @@ RESULT_LINES = 3
 DONE, FAILED, INTERRUPTED = "✓ turn done", "✗ turn failed", "⏹ turn interrupted"
 """How a turn ended, in the words the page uses too (docs/agents.md): a failed turn
 reads ``✗ turn failed: <the agent's error text>``, its text once."""
-
-
-def fit(text: str, width: int | None) -> str:
-    """``text`` (escaped already) on one line, cut to ``width`` terminal columns (wide
-    characters count two) with an ellipsis; unchanged when ``width`` is None (not a
-    terminal). Never for what a person is asked to approve (its approval_text())."""
-    if "\n" in text or "\t" in text or "\r" in text:
-        text = " ".join(text.split())
-    if width is None or wcswidth(text) <= width:
-        return text
-    out, used = [], 0
-    for char in text:
-        w = max(wcwidth(char), 0)
-        if used + w > width - 1:
-            break
-        out.append(char)
-        used += w
-    return "".join(out) + "…"
 
 
 def fold(
@@ -291,35 +274,3 @@ def render_status(status: StatusResponse, style: Style, branch: str | None = Non
     """``agenthost status`` as aligned key: value lines (:func:`status_text`, which the
     fast path calls with the host's payload as it came)."""
     return status_text(status.model_dump(mode="json"), style, branch)
-
-
-def table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], cut: Mapping[str, int] | None = None
-) -> str:
-    """A plain aligned text table of ``rows`` of raw text (an agent's included): each
-    cell escaped, a newline in a cell going on on the next line in its column. The
-    cells of the columns of ``cut`` (header: width) are put on one line and cut to that
-    width."""
-    limits = [(cut or {}).get(h) for h in headers]
-
-    def lines_of(cell: str, limit: int | None) -> list[str]:
-        text = escape(cell, "\n")
-        return [fit(text, limit)] if limit is not None else text.split("\n")
-
-    def width(line: str) -> int:
-        return max(wcswidth(line), len(line))  # (wcswidth is -1 for what it cannot tell)
-
-    def pad(line: str, w: int) -> str:
-        return line + " " * (w - width(line))
-
-    grid = [[lines_of(c, n) for c, n in zip(row, limits, strict=True)] for row in rows]
-    widths = [len(h) for h in headers]
-    for cells in grid:
-        for i, cell in enumerate(cells):
-            widths[i] = max(widths[i], *map(width, cell))
-    lines = ["  ".join(pad(h.upper(), w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for cells in grid:
-        for n in range(max(len(cell) for cell in cells)):
-            line = [cell[n] if n < len(cell) else "" for cell in cells]
-            lines.append("  ".join(map(pad, line, widths)).rstrip())
-    return "\n".join(lines)

@@ -22,7 +22,7 @@ from agenthost.cli.common import (
 )
 from agenthost.cli.params import FloatRange
 from agenthost.cli.render import render_entry, render_status, table
-from agenthost.cli.views import Style, ping_text, responded_text, sent_text
+from agenthost.cli.views import Style, pending_text, ping_text, responded_text, sent_text
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
 
@@ -346,20 +346,11 @@ def pending(agent_id: str, home: Path | None, remote: Remote | None, as_json: bo
     if as_json:
         print_json([r.model_dump(mode="json", exclude_none=True) for r in requests])
         return
-    if not requests:
+    text = pending_text([r.model_dump(mode="json") for r in requests])
+    if text is None:
         click.echo("no pending requests", err=True)
-        return
-    # the command last and whole: it is what a person approves (it wraps, and a
-    # command of several lines goes on in its column)
-    headers = ["request", "tool", "input"]
-    rows = [[r.request_id, r.tool_name] for r in requests]
-    if any(r.options for r in requests):  # an ACP agent's own answers: respond --option
-        headers.insert(2, "options")
-        for row, r in zip(rows, requests, strict=True):
-            row.append(" ".join(f"{o.id}({o.kind})" for o in r.options or []))
-    for row, r in zip(rows, requests, strict=True):
-        row.append(r.approval_text())
-    click.echo(table(headers, rows))
+    else:
+        click.echo(text)
 
 
 @click.command()

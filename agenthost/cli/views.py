@@ -18,7 +18,7 @@ from agenthost.textsafe import escape, escape_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
     Json = Mapping[str, Any]
@@ -191,3 +191,78 @@ def responded_text(agent_id: str, answer: Json, for_session: bool) -> str:
     done = "allowed" if answer["behavior"] == "allow" else "denied"
     rest = " (and the same for the rest of the session)" if for_session else ""
     return f"{done} {escape(answer['request_id'])} for {agent_id}{rest}"
+
+
+def fit(text: str, width: int | None) -> str:
+    """``text`` (escaped already) on one line, cut to ``width`` terminal columns (wide
+    characters count two) with an ellipsis; unchanged when ``width`` is None (not a
+    terminal). Never for what a person is asked to approve (its approval_text())."""
+    if "\n" in text or "\t" in text or "\r" in text:
+        text = " ".join(text.split())
+    if width is None:
+        return text
+    from wcwidth import wcswidth, wcwidth  # (not for serve: only what prints tables)
+
+    if wcswidth(text) <= width:
+        return text
+    out, used = [], 0
+    for char in text:
+        w = max(wcwidth(char), 0)
+        if used + w > width - 1:
+            break
+        out.append(char)
+        used += w
+    return "".join(out) + "…"
+
+
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], cut: Mapping[str, int] | None = None
+) -> str:
+    """A plain aligned text table of ``rows`` of raw text (an agent's included): each
+    cell escaped, a newline in a cell going on on the next line in its column. The
+    cells of the columns of ``cut`` (header: width) are put on one line and cut to that
+    width."""
+    from wcwidth import wcswidth
+
+    limits = [(cut or {}).get(h) for h in headers]
+
+    def lines_of(cell: str, limit: int | None) -> list[str]:
+        text = escape(cell, "\n")
+        return [fit(text, limit)] if limit is not None else text.split("\n")
+
+    def width(line: str) -> int:
+        return max(wcswidth(line), len(line))  # (wcswidth is -1 for what it cannot tell)
+
+    def pad(line: str, w: int) -> str:
+        return line + " " * (w - width(line))
+
+    grid = [[lines_of(c, n) for c, n in zip(row, limits, strict=True)] for row in rows]
+    widths = [len(h) for h in headers]
+    for cells in grid:
+        for i, cell in enumerate(cells):
+            widths[i] = max(widths[i], *map(width, cell))
+    lines = ["  ".join(pad(h.upper(), w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for cells in grid:
+        for n in range(max(len(cell) for cell in cells)):
+            line = [cell[n] if n < len(cell) else "" for cell in cells]
+            lines.append("  ".join(map(pad, line, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def pending_text(requests: Sequence[Json]) -> str | None:
+    """``agenthost pending``: the requests as a table, the command last and whole (it is
+    what a person approves: it wraps, and a command of several lines goes on in its
+    column); None when none waits."""
+    from agenthost.approval import approval_text
+
+    if not requests:
+        return None
+    headers = ["request", "tool", "input"]
+    rows = [[r["request_id"], r["tool_name"]] for r in requests]
+    if any(r.get("options") for r in requests):  # an ACP agent's own answers: --option
+        headers.insert(2, "options")
+        for row, r in zip(rows, requests, strict=True):
+            row.append(" ".join(f"{o['id']}({o['kind']})" for o in r.get("options") or []))
+    for row, r in zip(rows, requests, strict=True):
+        row.append(approval_text(r.get("tool_input", ""), r.get("input") or {}))
+    return table(headers, rows)
