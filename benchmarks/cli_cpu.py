@@ -150,8 +150,7 @@ def report(result: dict[str, Any]) -> str:
     for name, row in result["verbs"].items():
         exits = ",".join(str(c) for c in row["exit"])
         lines.append(
-            f"| `agenthost {name}` | {row['fast_ms']:.0f} ms | {row['click_ms']:.0f} ms | "
-            f"{exits} |"
+            f"| `agenthost {name}` | {row['fast_ms']:.0f} ms | {row['click_ms']:.0f} ms | {exits} |"
         )
     lines += [
         f"| `python -c pass` (the floor) | {result['python_pass_ms']:.0f} ms | | |",
