@@ -110,6 +110,14 @@ def run_fast(argv: list[str]) -> int | None:
             return _run(parsed, client, home)
     except NotMine:
         return None
+    # what click's main does with these two
+    except BrokenPipeError:  # (`agenthost status ID | head -1`): quietly, status 1
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # (nothing left to flush at exit)
+        return 1
+    except (EOFError, KeyboardInterrupt):
+        _write(sys.stderr, "\nAborted!")
+        return 1
 
 
 def _where(parsed: Args) -> tuple[Path, str]:

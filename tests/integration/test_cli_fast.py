@@ -162,6 +162,25 @@ def test_pending_and_respond_to_a_waiting_request(demo: HostProc) -> None:
     assert fast == (0, f"allowed {last} for d1 (and the same for the rest of the session)\n", "")
 
 
+def test_output_to_a_closed_pipe(demo: HostProc) -> None:
+    def closed(fast: bool) -> tuple[int, bytes]:
+        read, write = os.pipe()
+        os.close(read)  # (before the child starts: its write fails, every time)
+        env = {**os.environ, "AGENTHOST_HOME": str(demo.home)}
+        env.pop("AGENTHOST_NO_FAST", None)
+        if not fast:
+            env["AGENTHOST_NO_FAST"] = "1"
+        try:
+            done = subprocess.run(
+                [*AGENTHOST, "status", "d1"], stdout=write, stderr=subprocess.PIPE, env=env
+            )
+        finally:
+            os.close(write)
+        return done.returncode, done.stderr
+
+    assert closed(True) == closed(False) == (1, b"")
+
+
 def test_a_host_that_has_ended(host_factory: HostFactory) -> None:
     host = host_factory("d2", "--agent", "demo")
     host.wait_state("idle")
