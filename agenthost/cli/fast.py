@@ -23,7 +23,7 @@ import os
 import sys
 
 from agenthost.cli.quickclient import NotMine, QuickClient
-from agenthost.errors import AgentHostError, NotConnected, RequestTimeout
+from agenthost.errors import AgentHostError, Forbidden, NotConnected, RequestTimeout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def run_fast(argv: list[str]) -> int | None:
         with QuickClient(path, agent_id) as client:
             try:
                 client.connect()
-            except RequestTimeout as exc:
+            except (RequestTimeout, Forbidden) as exc:
                 return _report(exc, parsed, home)
             return _run(parsed, client, home)
     except NotMine:

@@ -50,20 +50,24 @@ class QuickClient:
             self._sock.close()
 
     def connect(self) -> None:
-        """Connect, check the server's uid and the host's version; NotMine for anything
-        but a host of this package's version run by this user (or root)."""
+        """Connect, check the server's uid and the host's version: Forbidden for a
+        server of another user (nothing sent), NotMine for anything but a host of this
+        package's version, RequestTimeout when its ping is not answered."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self._sock = sock
         sock.settimeout(CONNECT_TIMEOUT)
         try:
             sock.connect(self.path)
-            _, uid, _ = _CRED.unpack(
+            pid, uid, _ = _CRED.unpack(
                 sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
             )
         except OSError as exc:  # (nobody listens, a full backlog, no permission...)
             raise NotMine from exc
         if uid not in (os.getuid(), 0):
-            raise NotMine  # the click path refuses it, in its words
+            # refused here, nothing sent: a second connection would be one more for it
+            from agenthost.errors import foreign_server
+
+            raise foreign_server("host", self.path, pid, uid, os.getuid())
         try:
             ping = self.request("host.ping")
         except AgentHostError as exc:
