@@ -23,7 +23,13 @@ import os
 import sys
 
 from agenthost.cli.quickclient import NotMine, QuickClient
-from agenthost.errors import AgentHostError, Forbidden, NotConnected, RequestTimeout
+from agenthost.errors import (
+    AgentHostError,
+    Forbidden,
+    NotConnected,
+    ProtocolError,
+    RequestTimeout,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,6 +138,11 @@ def _run(parsed: Args, client: QuickClient, home: Path) -> int:
     from agenthost.cli import views
 
     agent_id, verb = parsed.args[0], parsed.verb
+    message = ""
+    if verb == "send":
+        words = parsed.args[1:]
+        # a message read from stdin ends with the newline of its last line: not part of it
+        message = sys.stdin.read().rstrip("\n") if words == ["-"] else " ".join(words)
     try:
         if verb == "ping":
             answer = client.request("host.ping")
@@ -152,9 +163,6 @@ def _run(parsed: Args, client: QuickClient, home: Path) -> int:
                     return 0
                 text = table
         elif verb == "send":
-            words = parsed.args[1:]
-            # a message read from stdin ends with the newline of its last line: not part of it
-            message = sys.stdin.read().rstrip("\n") if words == ["-"] else " ".join(words)
             payload: dict[str, object] = {"input": message}
             if "--key" in parsed.values:
                 payload["key"] = parsed.values["--key"]
@@ -168,10 +176,11 @@ def _run(parsed: Args, client: QuickClient, home: Path) -> int:
         if verb in READ_ONLY and not isinstance(exc, RequestTimeout):
             raise NotMine from exc
         return _report(exc, parsed, home)
-    except (KeyError, TypeError, ValueError) as exc:  # an answer not of the shape we know
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # not the shape we know
         if verb in READ_ONLY:
             raise NotMine from exc
-        raise
+        # (applied by the host, whatever it answered: reported, never sent again)
+        return _report(ProtocolError(f"malformed host.{verb} response: {exc!r}"), parsed, home)
     _write(sys.stdout, text)
     return 0
 

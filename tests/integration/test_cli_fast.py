@@ -267,6 +267,23 @@ def test_a_host_that_speaks_nonsense(home: Path, garbage: bytes) -> None:
         assert "Traceback" not in fast[2] and seen.count("host.send") == 1
 
 
+def test_an_answer_of_another_shape_is_a_protocol_error(home: Path) -> None:
+    (home / "hosts").mkdir(mode=0o700)
+
+    def answer(request: dict[str, object]) -> bytes:
+        if request.get("type") == "host.ping":
+            return _ping_then(b"")(request)
+        body = {"kind": "response", "id": request.get("id"), "success": True}
+        return json.dumps({**body, "payload": {"request_id": 5}}).encode() + b"\n"
+
+    with fake_host(home / "hosts" / "g4.sock", answer) as seen:
+        code, out, err = run(home, "respond", "g4", "r1", "allow")
+        assert code == 5 and not out and err.startswith("agenthost: error: malformed")
+        assert "Traceback" not in err and seen.count("host.respond") == 1
+        # the click path says the same in its words, with the same status
+        assert same(home, "status", "g4")[0] == 5
+
+
 def test_a_frame_over_the_client_limit_is_a_protocol_error(home: Path) -> None:
     (home / "hosts").mkdir(mode=0o700)
     huge = b"x" * ((64 << 20) + 2)
