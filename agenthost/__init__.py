@@ -8,9 +8,13 @@ CLI, and the client library::
     from agenthost import Client
 """
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
 from agenthost._version import __version__
+
+TYPE_CHECKING = False  # (typing is not imported at run time: the CLI's fast path)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The public names are loaded on first use (PEP 562): ``agenthost serve`` imports
 # ``agenthost.host`` through this package and must not pay for the client, and a

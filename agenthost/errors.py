@@ -200,6 +200,16 @@ class Forbidden(AgentHostError):
     code = ErrorCode.FORBIDDEN
 
 
+def foreign_server(service: str, path: object, pid: int, uid: int, own_uid: int) -> Forbidden:
+    """What a client says of a ``service`` socket at ``path`` served by another user
+    (``uid``, process ``pid``) before it sends anything (every client of ours)."""
+    return Forbidden(
+        f"the {service} socket {path} is served by uid {uid} (pid {pid}), not by this "
+        f"user (uid {own_uid}): refusing to talk to it",
+        hint="another user can write to that home; use a --home only you can write to",
+    )
+
+
 class Busy(AgentHostError):
     """The host cannot take this now (e.g. the agent's stdin queue is full)."""
 

@@ -224,15 +224,9 @@ class PermissionRequest(OpenModel):
         argument list quoted as a shell reads it), else the summary ``tool_input``.
         (The summary is cut to a few hundred characters and put on one line; the
         input is what the agent will run. The page's conversation.js has the same.)"""
-        import shlex
+        from agenthost.approval import approval_text
 
-        for key in ("command", "cmd"):
-            value = self.input.get(key)
-            if isinstance(value, str) and value:
-                return value
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                return shlex.join(value)
-        return self.tool_input
+        return approval_text(self.tool_input, self.input)
 
 
 class PermissionDecision(OpenModel):

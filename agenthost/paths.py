@@ -19,9 +19,12 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Final
 
 from agenthost.errors import ConfigError, InvalidAgentId
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 AGENT_ID_MAX: Final = 64
 _AGENT_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 CONTROLS: Final = "\x00-\x1f\x7f-\x9f"
 """Category Cc: the C0 controls, DEL and the C1 controls."""

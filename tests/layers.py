@@ -25,6 +25,7 @@ SANS_IO = (
     "agenthost.protocol",
     "agenthost.jsontext",
     "agenthost.models",
+    "agenthost.approval",
     "agenthost.position",
     "agenthost.ringbuffer",
     "agenthost.linesplit",

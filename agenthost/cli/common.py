@@ -4,33 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
-from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
+from agenthost.cli.exits import Exit as Exit
+from agenthost.cli.exits import error_report, exit_code_for
+from agenthost.cli.views import use_color as use_color
 from agenthost.errors import (
-    AgentCannotStart,
     AgentHostError,
-    AgentNotRunning,
-    BudgetExceeded,
-    Busy,
     ConfigError,
-    Forbidden,
-    HostAlreadyRunning,
     HostNotFound,
-    LimitReached,
     NotConnected,
-    ProtocolError,
-    RemoteError,
-    RequestTimeout,
-    UnknownRequest,
-    WorktreeError,
 )
 from agenthost.paths import agent_id_from_socket, hosts_dir, resolve_home
 
@@ -39,57 +28,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class Exit(IntEnum):
-    """Exit statuses of the ``agenthost`` command (stable, documented in docs/cli.md)."""
-
-    OK = 0
-    ERROR = 1
-    USAGE = 2
-    NO_HOST = 3
-    AGENT_NOT_RUNNING = 4
-    PROTOCOL = 5
-    BUSY = 6
-    FORBIDDEN = 7
-    TIMEOUT = 8
-    UNKNOWN_REQUEST = 9
-    AGENT_FAILED = 10
-    """attach/wait: the agent ended in state ``error``."""
-    REMOTE = 11
-    """``--remote``: the machine could not be reached (ssh failed) or has no agenthost."""
-    OVER_BUDGET = 12
-    """The agent is over its budget: the send was refused (``agenthost budget``)."""
-    CANNOT_START = 13
-    """``serve``, ``run``: the agent's program is not installed (not on PATH), not
-    executable, or could not be spawned; nothing runs."""
-    WORKTREE = 14
-    """``run --worktree``: the daemon could not make the agent's worktree (a branch
-    checked out elsewhere, git refused, the setup failed); nothing runs."""
-
-
-def exit_code_for(exc: AgentHostError) -> Exit:
-    """The exit status for an error (most specific class first)."""
-    for cls, code in (
-        (AgentCannotStart, Exit.CANNOT_START),
-        (WorktreeError, Exit.WORKTREE),
-        (UnknownRequest, Exit.UNKNOWN_REQUEST),
-        (BudgetExceeded, Exit.OVER_BUDGET),
-        (LimitReached, Exit.BUSY),
-        (RemoteError, Exit.REMOTE),
-        (HostNotFound, Exit.NO_HOST),
-        (NotConnected, Exit.NO_HOST),
-        (AgentNotRunning, Exit.AGENT_NOT_RUNNING),
-        (HostAlreadyRunning, Exit.BUSY),
-        (Busy, Exit.BUSY),
-        (Forbidden, Exit.FORBIDDEN),
-        (RequestTimeout, Exit.TIMEOUT),
-        (ConfigError, Exit.USAGE),
-        (ProtocolError, Exit.PROTOCOL),
-    ):
-        if isinstance(exc, cls):
-            return code
-    return Exit.ERROR
 
 
 def parse_pairs(values: tuple[str, ...], option: str = "--env") -> dict[str, str]:
@@ -180,7 +118,6 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
 def _size_value(
     _ctx: click.Context, _param: click.Parameter, value: str | None
 ) -> tuple[int, int] | None:
-    from agenthost.errors import ConfigError
     from agenthost.terminal.sizes import parse_size
 
     if value is None:
@@ -365,9 +302,9 @@ def print_json(obj: Any) -> None:
     characters a terminal acts on or that reorder text (C1 and bidi controls, which
     ``json.dumps`` leaves raw) written as ``\\uXXXX`` escapes: the same data for a
     parser, nothing for a terminal (see :mod:`agenthost.textsafe`)."""
-    from agenthost.textsafe import escape_json
+    from agenthost.cli.views import json_text
 
-    click.echo(escape_json(json.dumps(obj, indent=2, default=str, ensure_ascii=False)))
+    click.echo(json_text(obj))
 
 
 def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoReturn:
@@ -384,25 +321,8 @@ def fail(exc: AgentHostError, *, as_json: bool, home: Path | None = None) -> NoR
         from agenthost.cli.hints import diagnose  # (only on this error path)
 
         hint = diagnose(home, agent_id) or hint
-    if as_json:
-        body: dict[str, Any] = {
-            "ok": False,
-            "error": exc.message,
-            "reason": code.name.lower(),
-            "exit_code": int(code),
-        }
-        if exc.remote:
-            body["code"] = str(exc.code)
-        if hint:
-            body["hint"] = hint
-        print_json(body)
-    else:
-        from agenthost.textsafe import LINES, escape
-
-        # a host's or a remote's words may quote an agent's (e.g. its answer options)
-        click.echo(f"agenthost: error: {escape(exc.message, LINES)}", err=True)
-        if hint:
-            click.echo(f"agenthost: hint: {escape(hint, LINES)}", err=True)
+    text, on_stderr = error_report(exc, hint, as_json=as_json)
+    click.echo(text, err=on_stderr)
     sys.exit(int(code))
 
 
@@ -432,16 +352,6 @@ def remember_agent_id(agent_id: str) -> str:
     """Record the agent id a command is about, for the hints of :func:`fail`."""
     _AGENT_HINT["agent_id"] = agent_id
     return agent_id
-
-
-def use_color(stream: Any = None) -> bool:
-    """Colours only on a terminal, and never with NO_COLOR set (https://no-color.org)."""
-    stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("TERM") == "dumb":
-        return False
-    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def complete_agent_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:

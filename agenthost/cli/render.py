@@ -9,75 +9,28 @@ that takes a model returns text a terminal may be sent as it is. :func:`fit` and
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Mapping, Sequence
-from datetime import datetime
 
-import click
-from wcwidth import wcswidth, wcwidth
+from wcwidth import wcswidth
 
+from agenthost.cli.views import Style as Style
+from agenthost.cli.views import fit as fit
+from agenthost.cli.views import status_text, uptime
+from agenthost.cli.views import table as table
 from agenthost.governance.budget import usd
 from agenthost.protocol import (
     AgentInfo,
-    Budget,
     HistoryEntry,
     PermissionRequest,
     StatusResponse,
     StreamEvent,
 )
 from agenthost.textsafe import LINES, escape
-from agenthost.timefmt import go_duration, short_duration
+from agenthost.timefmt import short_duration
 
 RESULT_LINES = 3
 DONE, FAILED, INTERRUPTED = "✓ turn done", "✗ turn failed", "⏹ turn interrupted"
 """How a turn ended, in the words the page uses too (docs/agents.md): a failed turn
 reads ``✗ turn failed: <the agent's error text>``, its text once."""
-
-
-class Style:
-    """ANSI styling that turns itself off when colours are not wanted."""
-
-    def __init__(self, color: bool) -> None:
-        self.color = color
-
-    def _s(self, text: str, **kw: object) -> str:
-        return click.style(text, **kw) if self.color else text  # type: ignore[arg-type]
-
-    def dim(self, text: str) -> str:
-        return self._s(text, dim=True)
-
-    def bold(self, text: str) -> str:
-        return self._s(text, bold=True)
-
-    def red(self, text: str) -> str:
-        return self._s(text, fg="red")
-
-    def green(self, text: str) -> str:
-        return self._s(text, fg="green")
-
-    def yellow(self, text: str) -> str:
-        return self._s(text, fg="yellow")
-
-    def cyan(self, text: str) -> str:
-        return self._s(text, fg="cyan")
-
-
-def fit(text: str, width: int | None) -> str:
-    """``text`` (escaped already) on one line, cut to ``width`` terminal columns (wide
-    characters count two) with an ellipsis; unchanged when ``width`` is None (not a
-    terminal). Never for what a person is asked to approve (its approval_text())."""
-    if "\n" in text or "\t" in text or "\r" in text:
-        text = " ".join(text.split())
-    if width is None or wcswidth(text) <= width:
-        return text
-    out, used = [], 0
-    for char in text:
-        w = max(wcwidth(char), 0)
-        if used + w > width - 1:
-            break
-        out.append(char)
-        used += w
-    return "".join(out) + "…"
 
 
 def fold(
@@ -314,109 +267,10 @@ class EventRenderer:
 
 def uptime_of(info: AgentInfo) -> str:
     """How long the agent has run (or ran)."""
-    end = info.ended_at.timestamp() if info.ended_at else time.time()
-    return go_duration(end - info.started_at.timestamp())
+    return uptime(info.started_at, info.ended_at)
 
 
 def render_status(status: StatusResponse, style: Style, branch: str | None = None) -> str:
-    """``agenthost status`` as aligned key: value lines. ``branch``: the agent runs in
-    a worktree agenthost made for it (``run --worktree``), on this branch ("" if it
-    cannot be told); None: its directory is a plain one (``cwd``)."""
-    a, h = status.agent, status.host
-    if branch is None:
-        place = ("cwd", escape(a.worktree or "-"))
-    else:
-        on = f" (branch {escape(branch)})" if branch else ""
-        place = ("worktree", escape(a.worktree) + on)
-    rows: list[tuple[str, str]] = [
-        ("agent", escape(a.id)),
-        ("state", _state(a.state, style)),
-        ("backend", escape(a.backend or "")),
-        *([("terminal", f"{a.terminal.cols}x{a.terminal.rows}")] if a.terminal else []),
-        ("pid", str(a.pid) if a.pid else "-"),
-        ("project", escape(a.project or "-")),
-        ("task", escape(a.task or "-")),
-        ("description", escape(a.description or "-")),
-        place,
-        ("sandbox", escape(a.sandbox) if a.sandbox else "off (unconfined)"),
-        ("started", _local(a.started_at)),
-        ("uptime", uptime_of(a)),
-    ]
-    if a.exit_code is not None:
-        signal = f" ({escape(a.signal)})" if a.signal else ""
-        rows.append(("exit code", f"{a.exit_code}{signal}"))
-    for key in ("session_id", "model", "turns"):
-        value = getattr(a, key)
-        if value is not None:
-            rows.append((key.replace("_", " "), escape(str(value))))
-    if a.cost_usd is not None:
-        rows.append(("cost", usd(a.cost_usd)))
-    if a.budget is not None:  # (1.4)
-        rows.append(("budget", _budget(a.budget, style)))
-    if a.paused_until is not None:  # (1.4)
-        reason = escape(a.paused_reason or "")
-        rows.append(("paused until", f"{_local(a.paused_until)}: {reason}"))
-    if a.last_error:
-        rows.append(("last error", style.red(escape(a.last_error))))
-    rows += [
-        ("host pid", str(h.pid)),
-        ("host version", escape(f"{h.version} (protocol {h.protocol_version})")),
-        ("socket", escape(h.socket_path)),
-    ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k + ':':<{width + 1}} {v}" for k, v in rows)
-
-
-def _budget(budget: Budget, style: Style) -> str:
-    limits = [usd(budget.usd) if budget.usd is not None else None]
-    limits.append(f"{budget.tokens} tokens" if budget.tokens is not None else None)
-    text = ", ".join(x for x in limits if x) or "no limit"
-    text += f" (spent {usd(budget.spent_usd)}, {budget.spent_tokens} tokens)"
-    return style.red(f"{text}: {escape(budget.exceeded)}") if budget.exceeded else text
-
-
-def _state(state: str, style: Style) -> str:
-    state = escape(state)
-    if state == "error":
-        return style.red(state)
-    if state in ("running", "waiting", "paused"):
-        return style.yellow(state)
-    if state == "idle":
-        return style.green(state)
-    return state
-
-
-def _local(value: datetime) -> str:
-    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-
-
-def table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], cut: Mapping[str, int] | None = None
-) -> str:
-    """A plain aligned text table of ``rows`` of raw text (an agent's included): each
-    cell escaped, a newline in a cell going on on the next line in its column. The
-    cells of the columns of ``cut`` (header: width) are put on one line and cut to that
-    width."""
-    limits = [(cut or {}).get(h) for h in headers]
-
-    def lines_of(cell: str, limit: int | None) -> list[str]:
-        text = escape(cell, "\n")
-        return [fit(text, limit)] if limit is not None else text.split("\n")
-
-    def width(line: str) -> int:
-        return max(wcswidth(line), len(line))  # (wcswidth is -1 for what it cannot tell)
-
-    def pad(line: str, w: int) -> str:
-        return line + " " * (w - width(line))
-
-    grid = [[lines_of(c, n) for c, n in zip(row, limits, strict=True)] for row in rows]
-    widths = [len(h) for h in headers]
-    for cells in grid:
-        for i, cell in enumerate(cells):
-            widths[i] = max(widths[i], *map(width, cell))
-    lines = ["  ".join(pad(h.upper(), w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for cells in grid:
-        for n in range(max(len(cell) for cell in cells)):
-            line = [cell[n] if n < len(cell) else "" for cell in cells]
-            lines.append("  ".join(map(pad, line, widths)).rstrip())
-    return "\n".join(lines)
+    """``agenthost status`` as aligned key: value lines (:func:`status_text`, which the
+    fast path calls with the host's payload as it came)."""
+    return status_text(status.model_dump(mode="json"), style, branch)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from agenthost.cli.branch import worktree_branch
 from agenthost.cli.common import (
     complete_agent_ids,
     handle_errors,
@@ -20,7 +21,8 @@ from agenthost.cli.common import (
     use_color,
 )
 from agenthost.cli.params import FloatRange
-from agenthost.cli.render import Style, render_entry, render_status, table
+from agenthost.cli.render import render_entry, render_status, table
+from agenthost.cli.views import Style, pending_text, ping_text, responded_text, sent_text
 from agenthost.remote import Remote
 from agenthost.textsafe import escape
 
@@ -128,48 +130,8 @@ def status(agent_id: str, home: Path | None, remote: Remote | None, as_json: boo
         from agenthost.paths import resolve_home
 
         mine = resolve_home(home) if remote is None else None  # (a remote's: not read here)
-        branch = _worktree_branch(mine, agent_id, result.agent.worktree)
+        branch = worktree_branch(mine, agent_id, result.agent.worktree)
         click.echo(render_status(result, _style(), branch))
-
-
-def _worktree_branch(home: Path | None, agent_id: str, cwd: str) -> str | None:
-    """The branch of the agent's directory when it is the worktree agenthost made for
-    it (``<home>/worktrees/<id>``, ``run --worktree``), "" when its branch cannot be
-    read; None for any other directory, and without ``home``."""
-    import os
-
-    from agenthost.paths import worktrees_dir
-
-    if home is None or not cwd:
-        return None
-    own = worktrees_dir(home) / agent_id
-    if os.path.realpath(cwd) != os.path.realpath(own):
-        return None
-    # a worktree's .git is a file that names its git directory, whose HEAD names the
-    # branch; the agent can write both: read as untrusted text
-    gitdir = _small_text(own / ".git").partition("gitdir:")[2].strip()
-    head = _small_text(own / gitdir / "HEAD").strip() if gitdir else ""
-    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else ""
-
-
-def _small_text(path: Path, limit: int = 4096) -> str:
-    """The start of the regular file at ``path``, "" for anything else or an error
-    (opened without blocking: a FIFO in its place must not hang ``status``)."""
-    import os
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return os.read(fd, limit).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
 
 
 @click.command()
@@ -188,8 +150,7 @@ def ping(agent_id: str, home: Path | None, remote: Remote | None, as_json: bool)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
-        said = f"host {result.version}, protocol {result.protocol_version}, up {result.uptime}"
-        click.echo(f"{agent_id}: {escape(said)}")
+        click.echo(ping_text(agent_id, result.model_dump(mode="json")))
 
 
 @click.command()
@@ -243,12 +204,7 @@ def send(
     if as_json:
         print_json({"ok": True, **result.model_dump(mode="json")})
     else:
-        note = " (duplicate: already sent)" if result.duplicate else ""
-        # a 1.0 host as first published does not report where it recorded the input
-        where = " (the host reports no offset)"
-        if result.offset is not None:
-            where = f" at offset {result.offset}"
-        click.echo(f"sent to {agent_id}{where}{note}")
+        click.echo(sent_text(agent_id, result.model_dump(mode="json")))
 
 
 @click.command()
@@ -390,20 +346,11 @@ def pending(agent_id: str, home: Path | None, remote: Remote | None, as_json: bo
     if as_json:
         print_json([r.model_dump(mode="json", exclude_none=True) for r in requests])
         return
-    if not requests:
+    text = pending_text([r.model_dump(mode="json") for r in requests])
+    if text is None:
         click.echo("no pending requests", err=True)
-        return
-    # the command last and whole: it is what a person approves (it wraps, and a
-    # command of several lines goes on in its column)
-    headers = ["request", "tool", "input"]
-    rows = [[r.request_id, r.tool_name] for r in requests]
-    if any(r.options for r in requests):  # an ACP agent's own answers: respond --option
-        headers.insert(2, "options")
-        for row, r in zip(rows, requests, strict=True):
-            row.append(" ".join(f"{o.id}({o.kind})" for o in r.options or []))
-    for row, r in zip(rows, requests, strict=True):
-        row.append(r.approval_text())
-    click.echo(table(headers, rows))
+    else:
+        click.echo(text)
 
 
 @click.command()
@@ -480,6 +427,4 @@ def respond(
     if as_json:
         print_json({"ok": True, **result.model_dump(mode="json")})
     else:
-        done = "allowed" if result.behavior == "allow" else "denied"
-        rest = " (and the same for the rest of the session)" if for_session else ""
-        click.echo(f"{done} {escape(result.request_id)} for {agent_id}{rest}")
+        click.echo(responded_text(agent_id, result.model_dump(mode="json"), for_session))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 from agenthost.errors import FrameTooLarge
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 DEFAULT_FRAME_LIMIT: Final = 1 << 20
 """Longest request line a host accepts, in bytes, newline excluded (1 MiB)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from agenthost.errors import ErrorCode, Forbidden
+from agenthost.errors import ErrorCode, foreign_server
 from agenthost.wire.codec import encode_error
 
 if TYPE_CHECKING:
@@ -56,11 +56,7 @@ def check_server_socket(sock: socket.socket | None, path: object, service: str) 
     pid, uid = peer_credentials(sock)
     if trusted_uid(uid):
         return
-    raise Forbidden(
-        f"the {service} socket {path} is served by uid {uid} (pid {pid}), not by this "
-        f"user (uid {os.getuid()}): refusing to talk to it",
-        hint="another user can write to that home; use a --home only you can write to",
-    )
+    raise foreign_server(service, path, pid, uid, os.getuid())
 
 
 def admit_peer(transport: Transport, service: str) -> tuple[int, int] | None:
