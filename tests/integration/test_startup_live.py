@@ -51,8 +51,9 @@ def test_a_restarted_daemon_is_ready_without_the_configuration_or_the_channels(
     world: DaemonWorld,
 ) -> None:
     """It reattaches a live host whose events it had all seen without them: the
-    configuration's models and the notification channels wait for an event to judge (a replayed state change reads the configuration), a
-    notice or a request that needs them."""
+    configuration's models and the notification channels wait for an event to judge
+    (a replayed state change reads the configuration), a notice or a request that
+    needs them."""
     world.env["PYTHONPROFILEIMPORTTIME"] = "1"
     # no factory: its imports would be in the daemon's log
     args = ("--scan-interval", "0", "--flush-interval", "0.05", "--no-host-factory")
