@@ -115,7 +115,11 @@ def attach(
     remember_agent_id(agent_id)
     if sum(x is not None for x in (offset, last, since)) > 1:
         raise click.UsageError("give at most one of --offset, --last and --since")
-    key = resolve_detach_key(detach_key, None if remote is not None else home)
+    # the configured key matters only where keys are read: a pipe never loads the config
+    keys_read = on_a_terminal(follow=not no_follow, as_json=as_json)
+    key = resolve_detach_key(
+        detach_key, None if remote is not None else home, read_config=keys_read
+    )
     code = attach_loop(
         agent_id,
         home=resolve_home(home) if remote is None else home,
@@ -132,11 +136,19 @@ def attach(
     sys.exit(int(code))
 
 
-def resolve_detach_key(option: str | None, home: Path | None) -> ControlKey:
+def on_a_terminal(*, follow: bool, as_json: bool) -> bool:
+    """Whether an attach talks with a person at a terminal (keys read, the detach key
+    among them) rather than printing to a pipe or as JSON."""
+    return follow and not as_json and sys.stdout.isatty() and sys.stdin.isatty()
+
+
+def resolve_detach_key(
+    option: str | None, home: Path | None, *, read_config: bool = True
+) -> ControlKey:
     """The detach key: ``--detach-key`` (a usage error when it names no key we take),
-    else config.toml's ``[attach] detach_key`` of this machine's home, else Ctrl-].
-    A config.toml that cannot be used is said, and Ctrl-] detaches."""
-    from agenthost.config import load_config
+    else config.toml's ``[attach] detach_key`` of this machine's home (unless
+    ``read_config`` is false), else Ctrl-]. A config.toml that cannot be used is said,
+    and Ctrl-] detaches."""
     from agenthost.errors import AgentHostError
     from agenthost.paths import resolve_home
     from agenthost.terminal.keys import DEFAULT_DETACH_KEY, parse_detach_key
@@ -146,6 +158,10 @@ def resolve_detach_key(option: str | None, home: Path | None) -> ControlKey:
             return parse_detach_key(option)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--detach-key") from None
+    if not read_config:
+        return parse_detach_key(DEFAULT_DETACH_KEY)
+    from agenthost.config import load_config
+
     try:
         name = load_config(resolve_home(home)).attach.detach_key
     except AgentHostError as exc:
@@ -178,7 +194,7 @@ def attach_loop(
 
     detach_key = detach_key or parse_detach_key(DEFAULT_DETACH_KEY)
     tty = sys.stdout.isatty()
-    on_terminal = follow and not as_json and tty and sys.stdin.isatty()
+    on_terminal = on_a_terminal(follow=follow, as_json=as_json)
     replay = offset is not None or last is not None or since is not None
     terminal_agent = (on_terminal or not as_json) and is_terminal_agent(agent_id, home, remote)
     if on_terminal and terminal_agent:

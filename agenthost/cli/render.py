@@ -17,15 +17,18 @@ from agenthost.cli.views import fit as fit
 from agenthost.cli.views import status_text, uptime
 from agenthost.cli.views import table as table
 from agenthost.governance.budget import usd
-from agenthost.protocol import (
-    AgentInfo,
-    HistoryEntry,
-    PermissionRequest,
-    StatusResponse,
-    StreamEvent,
-)
 from agenthost.textsafe import LINES, escape
 from agenthost.timefmt import short_duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (the models cost ~70 ms to import: only where a command uses them)
+    from agenthost.protocol import (
+        AgentInfo,
+        HistoryEntry,
+        PermissionRequest,
+        StatusResponse,
+        StreamEvent,
+    )
 
 RESULT_LINES = 3
 DONE, FAILED, INTERRUPTED = "✓ turn done", "✗ turn failed", "⏹ turn interrupted"

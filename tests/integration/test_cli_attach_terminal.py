@@ -349,6 +349,19 @@ def test_a_broken_config_toml_leaves_ctrl_bracket(home: Path, probe: HostProc) -
     assert b"attach.detach_key" in client.output and b"ctrl-] detaches" in client.output
 
 
+def test_a_pipe_reads_no_detach_key_from_config_toml(home: Path, probe: HostProc) -> None:
+    """Into a pipe no key is read: the configured detach key is not looked up (a
+    broken one is not even said), where on a terminal it is (the test above)."""
+    (home / "config.toml").write_text('[attach]\ndetach_key = "ctrl-m"\n')
+    with probe.raw() as conn:
+        conn.request("host.attach", {"offset": 0})
+        conn.read_until(lambda f: "ready" in f.get("data", ""))
+    result = cli(home, "attach", "p1", "--no-follow")
+    assert result.returncode == 0, result
+    assert "ready" in result.stdout
+    assert "detach_key" not in result.stderr and "detaches" not in result.stderr
+
+
 @pytest.mark.parametrize("key", ["ctrl-m", "", "ctrl-]]", "alt-x", "ctrl-1", "\x1d", "é" * 500])
 def test_garbage_detach_keys_are_usage_errors(home: Path, key: str) -> None:
     result = cli(home, "attach", "nobody", "--detach-key", key)
