@@ -1,15 +1,16 @@
 """One follow of an agent's host shared by all the browsers watching it: :class:`Hub`
 (the shared follows, one per agent) and :func:`shared_stream` (one browser's SSE body).
 
-The shared follow reads each event once, makes its SSE bytes once, and hands them to
-every stream that is at its position (:class:`Shared`). A stream that starts elsewhere
-(an old ``Last-Event-ID``, ``after=0`` past what the shared follow still has) catches
-up with a follow of its own, from the host's ring or journal as a lone stream does, and
-joins the shared one when its position is one the shared follow went through recently
-(:data:`REPLAY` events). A stream whose browser falls :data:`QUEUE` behind leaves the
-shared follow (its queue is dropped: a stuck browser costs the others nothing) and
-catches up on its own the same way. The last stream that leaves closes the shared
-follow and its host connection.
+The shared follow reads each event once, makes its SSE bytes once, and appends them to
+a log bounded in events and bytes (:data:`LOG`) that every stream reads at its own
+browser's pace (:class:`Shared`). A stream that starts elsewhere (an old
+``Last-Event-ID``, ``after=0`` past what the log still has) catches up with a follow of
+its own, from the host's ring or journal as a lone stream does, and joins the shared
+one when its position is one the log went through. A stream whose browser falls behind
+the log (its next event gone from it) leaves the shared follow and catches up on its
+own the same way: a stuck browser costs the others nothing, and the gateway's memory
+for an agent is the log's, however many browsers. The last stream that leaves closes
+the shared follow and its host connection.
 """
 
 from __future__ import annotations
@@ -26,81 +27,56 @@ import structlog
 from agenthost.client import AsyncClient
 from agenthost.follow import Attached, Backoff, Follow, Lost, from_tail
 from agenthost.position import Gap, Position
-from agenthost.web.agents import STREAM_LIMIT
 from agenthost.web.payloads import AgentKey
 from agenthost.web.sse import BATCH_BYTES, Watch, item_bytes
+from agenthost.wire.client import StreamLimit
 
 log = structlog.get_logger("agenthost.web")
 
-REPLAY: Final = 1024
-"""Events the shared follow keeps after giving them out, so that a stream a little
-behind it (one just caught up, one that asked for a recent offset) joins it at once."""
-QUEUE: Final = STREAM_LIMIT
-"""What one stream may have waiting for its browser: past it the stream leaves the
-shared follow and catches up on its own (from the host, whose queue is bounded too)."""
+LOG: Final = StreamLimit(items=4096, bytes=2 << 20)
+"""What the shared follow keeps of what it gave out, for all the agent's streams at
+once: a stream reads it at its browser's pace, and one that falls further behind than
+it (its next event gone from it) leaves the shared follow and catches up on its own,
+from the host. It is also where a stream a little behind (one that just caught up, one
+that asked for a recent offset) joins."""
+BATCH_ITEMS: Final = 256
+"""Events the shared follow gives out together at most (those its client has received)."""
+TAKE_BYTES: Final = 256 * 1024
+"""What one write to a browser takes from the log at most."""
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    """One item the shared follow gave out: its SSE bytes, and the positions before
-    and after it (a stream at ``before`` continues with it)."""
+class Batch:
+    """Items the shared follow gave out together: their SSE bytes, and the positions
+    before and after them; ``marks``: the position before each item and where its bytes
+    start (a stream at that position continues there)."""
 
+    seq: int
     before: Position
     after: Position
     data: bytes
+    marks: tuple[tuple[Position, int], ...]
 
 
 class Member:
-    """One stream in a shared follow: the bytes waiting for its browser (bounded)."""
+    """One stream in a shared follow: where it is in the shared log."""
 
-    def __init__(self, position: Position) -> None:
+    def __init__(self, position: Position, seq: int, skip: int = 0) -> None:
         self.position = position
-        """After what the stream took (:meth:`take`): where it resumes if dropped."""
-        self.queued_to = position
-        """After what is queued."""
-        self.chunks: list[bytes] = []
-        self.items = 0
-        self.size = 0
-        self.dropped = False
-        """Fell :data:`QUEUE` behind: out of the shared follow, its queue dropped."""
+        """After what the stream took (:meth:`Shared.take`): where it resumes if it
+        falls out of the log."""
+        self.seq = seq
+        """The batch it reads next."""
+        self.skip = skip
+        """Bytes of that batch it already has (it joined in its middle)."""
         self.waiter: asyncio.Future[None] | None = None
-
-    def push(self, data: bytes, after: Position, items: int) -> bool:
-        """Queue ``data`` (``items`` entries ending at ``after``); False when that
-        would pass :data:`QUEUE` (one chunk is always taken)."""
-        if self.chunks and (
-            self.items + items > QUEUE.items or self.size + len(data) > QUEUE.bytes
-        ):
-            return False
-        self.chunks.append(data)
-        self.items += items
-        self.size += len(data)
-        self.queued_to = after
-        self.wake()
-        return True
-
-    def take(self) -> bytes:
-        """What is queued, emptied."""
-        data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-        self.chunks.clear()
-        self.items = self.size = 0
-        self.position = self.queued_to
-        return data
-
-    def drop(self) -> None:
-        """Out of the shared follow: what is queued goes (the stream is where it took)."""
-        self.chunks.clear()
-        self.items = self.size = 0
-        self.queued_to = self.position
-        self.dropped = True
-        self.wake()
 
     def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
     def wait(self) -> asyncio.Future[None]:
-        """A future done when something happens to this member."""
+        """A future done when the shared follow gives out more, or ends."""
         if self.waiter is None or self.waiter.done():
             self.waiter = asyncio.get_running_loop().create_future()
         return self.waiter
@@ -114,8 +90,11 @@ class Shared:
         self.follow = follow
         self.client = client
         self.position = Position("", 0)
-        """After the last entry given out ("" epoch: not attached yet)."""
-        self.recent: deque[Entry] = deque(maxlen=REPLAY)
+        """After the last item given out ("" epoch: not attached yet)."""
+        self.log: deque[Batch] = deque()
+        self.log_items = 0
+        self.log_bytes = 0
+        self.next_seq = 0
         self.members: set[Member] = set()
         self.error: BaseException | None = None
         self.ended = False
@@ -133,68 +112,97 @@ class Shared:
             self._moved = asyncio.get_running_loop().create_future()
         return self._moved
 
-    def _wake_all(self) -> None:
-        if self._moved is not None and not self._moved.done():
-            self._moved.set_result(None)
-
     def join(self, position: Position) -> Member | None:
-        """A member at ``position`` (an epoch "" is the stream's current one), given
-        at once what the shared follow had after it; None when it is not a position
-        the shared follow went through recently."""
+        """A member at ``position`` (an epoch "" is the stream's current one), reading
+        what the shared follow gave out after it; None when it is not a position the
+        shared follow went through recently."""
         here = self.position
         if self.ended or not here.epoch:
             return None
         if not position.epoch:
             position = Position(here.epoch, position.offset)
-        member = Member(position)
-        if position != here:
-            recent = self.recent
-            if not recent or position.epoch != here.epoch:
-                first = None
-            else:
-                first = next((n for n, e in enumerate(recent) if e.before == position), None)
-            if first is None:
-                return None
-            entries = [recent[n] for n in range(first, len(recent))]
-            member.push(b"".join(e.data for e in entries), entries[-1].after, 0)
-        self.members.add(member)
+        member: Member | None = None
+        if position == here:
+            member = Member(position, self.next_seq)
+        elif position.epoch == here.epoch:
+            for batch in reversed(self.log):
+                at = next((skip for before, skip in batch.marks if before == position), None)
+                if at is not None:
+                    member = Member(position, batch.seq, at)
+                    break
+        if member is not None:
+            self.members.add(member)
         return member
 
     def leave(self, member: Member) -> None:
         self.members.discard(member)
 
-    def _entry(self, item: Any) -> Entry:
-        before = self.position
-        if isinstance(item, Gap):
-            after = Position(item.epoch, item.before - 1)
-        else:
-            after = Position(self.follow.position.epoch, item.offset)
-        self.position = after
-        entry = Entry(before, after, item_bytes(item, self.follow))
-        self.recent.append(entry)
-        return entry
+    def take(self, member: Member) -> bytes | None:
+        """What ``member`` reads next (b"": nothing yet); None when it fell behind
+        the log (it is out of the shared follow then)."""
+        log = self.log
+        if member.seq >= self.next_seq:
+            return b""
+        first = log[0].seq
+        if member.seq < first:
+            self.members.discard(member)
+            return None
+        parts: list[bytes] = []
+        size = 0
+        n = member.seq - first
+        while n < len(log) and size < TAKE_BYTES:
+            batch = log[n]
+            data = batch.data[member.skip :] if member.skip else batch.data
+            member.skip = 0
+            parts.append(data)
+            size += len(data)
+            member.position = batch.after
+            n += 1
+        member.seq = first + n
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _publish(self, entries: list[Entry]) -> None:
-        data = entries[0].data if len(entries) == 1 else b"".join(e.data for e in entries)
-        after = self.position
-        for member in tuple(self.members):
-            if not member.push(data, after, len(entries)):
-                # the browser is too far behind: it catches up on its own
-                self.members.discard(member)
-                member.drop()
+    def _wake_all(self) -> None:
+        if self._moved is not None and not self._moved.done():
+            self._moved.set_result(None)
+
+    def _add(self, items: list[tuple[Any, bytes]]) -> None:
+        before = self.position
+        marks = []
+        parts = []
+        at = 0
+        for item, data in items:
+            marks.append((self.position, at))
+            parts.append(data)
+            at += len(data)
+            if isinstance(item, Gap):
+                self.position = Position(item.epoch, item.before - 1)
+            else:
+                self.position = Position(self.follow.position.epoch, item.offset)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        log = self.log
+        log.append(Batch(self.next_seq, before, self.position, data, tuple(marks)))
+        self.next_seq += 1
+        self.log_items += len(items)
+        self.log_bytes += len(data)
+        while len(log) > 1 and (self.log_items > LOG.items or self.log_bytes > LOG.bytes):
+            gone = log.popleft()
+            self.log_items -= len(gone.marks)
+            self.log_bytes -= len(gone.data)
+        for member in self.members:
+            member.wake()
         self._wake_all()
 
     async def _run(self) -> None:
         follow = self.follow
         try:
             async for item in follow:
-                entries = [self._entry(item)]
-                size = len(entries[0].data)
+                # bytes made at once: ``follow.frame`` is the last item's
+                items = [(item, item_bytes(item, follow))]
                 # what the client has received already goes out in the same batch
-                while self.client.events_queued and size < BATCH_BYTES:
-                    entries.append(self._entry(await anext(follow)))
-                    size += len(entries[-1].data)
-                self._publish(entries)
+                while self.client.events_queued and len(items) < BATCH_ITEMS:
+                    item = await anext(follow)
+                    items.append((item, item_bytes(item, follow)))
+                self._add(items)
         except StopAsyncIteration:
             pass
         except asyncio.CancelledError:
@@ -310,8 +318,6 @@ async def shared_stream(
             async for chunk in body:
                 yield chunk
     finally:
-        if client is not None:
-            await client.close()  # if it was not used: the catch-up closes it otherwise
         await hub.leave(key)
 
 
@@ -332,9 +338,13 @@ async def _serve(
         position = Position("", max(0, shared.position.offset - tail))
     if position is not None:
         member = shared.join(position)
+    if member is not None and client is not None:
+        await client.close()  # the host answered; the shared follow serves the stream
+        client = None
     try:
         while not watch.ended():
             if member is None:
+                log.debug("web.stream_catching_up", agent=str(key), position=position, tail=tail)
                 mine = client if client is not None else hub.client_of(key)
                 own = _Own(
                     own_follow(mine, position, tail, hub.backoff_of(key), watch.closing),
@@ -348,29 +358,33 @@ async def _serve(
                 if own.error is not None:
                     raise own.error
                 member = own.member
+                log.debug("web.stream_joined", agent=str(key), position=list(own.follow.position))
                 if member is None:
                     return
                 continue
-            if not member.chunks and not member.dropped and not shared.ended:
-                await _wait(member.wait(), watch)
-            if member.chunks:
-                data = member.take()
-                if watch.ended():
-                    return
-                yield data
-                watch.wrote()
-            elif member.dropped:
+            data = shared.take(member)
+            if data is None:  # its browser fell behind the log
                 position, member = member.position, None
                 log.info("web.stream_behind", agent=str(key))
-            elif shared.ended:
-                if shared.error is not None:
-                    raise shared.error
+                continue
+            if not data:
+                if shared.ended:
+                    if shared.error is not None:
+                        raise shared.error
+                    return
+                await _wait(member.wait(), watch)
+                if member.seq >= shared.next_seq and (ping := watch.ping()):
+                    yield ping
+                continue
+            if watch.ended():
                 return
-            elif ping := watch.ping():
-                yield ping
+            yield data
+            watch.wrote()
     finally:
         if member is not None:
             shared.leave(member)
+        if client is not None:  # never used (the stream ended before it needed it)
+            await client.close()
 
 
 def own_follow(
@@ -398,7 +412,9 @@ def own_follow(
 async def _wait(future: asyncio.Future[Any], watch: Watch) -> None:
     closed = asyncio.ensure_future(watch.closing.wait())
     try:
-        await asyncio.wait({future, closed}, timeout=watch.wake_seconds)
+        await asyncio.wait(
+            {future, closed}, timeout=watch.wake_seconds, return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         closed.cancel()
 
