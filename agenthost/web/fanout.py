@@ -72,6 +72,7 @@ class Member:
         self.waiter: asyncio.Future[None] | None = None
 
     def wake(self) -> None:
+        """The shared follow gave out more, or ended: the stream looks."""
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
@@ -102,6 +103,7 @@ class Shared:
         self.task = asyncio.create_task(self._run())
 
     def on_attached(self, attached: Attached) -> None:
+        """The follow attached: the first time, where the shared stream starts."""
         if not self.position.epoch:  # the first attach: where the stream starts
             self.position = Position(attached.response.epoch, attached.from_offset)
             self._wake_all()
@@ -135,6 +137,7 @@ class Shared:
         return member
 
     def leave(self, member: Member) -> None:
+        """The stream of ``member`` ended."""
         self.members.discard(member)
 
     def take(self, member: Member) -> bytes | None:
@@ -203,11 +206,7 @@ class Shared:
                     item = await anext(follow)
                     items.append((item, item_bytes(item, follow)))
                 self._add(items)
-        except StopAsyncIteration:
-            pass
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # given to each stream, as its own follow would
+        except Exception as exc:  # given to each stream, as its own follow would raise it
             self.error = exc
         finally:
             self.ended = True

@@ -1,5 +1,7 @@
-"""Server-Sent Events: one agent's stream (:func:`agent_stream`, a follow of its host
-per browser) and the overview of all agents (:class:`Overview`, one shared poll)."""
+"""Server-Sent Events: one agent's stream on a follow of its own (:func:`agent_stream`;
+the gateway serves its streams from one follow per agent, :mod:`agenthost.web.fanout`),
+the bytes of what a follow yields (:func:`item_bytes`), and the overview of all agents
+(:class:`Overview`, one shared poll)."""
 
 from __future__ import annotations
 
