@@ -1,15 +1,25 @@
 """What N Server-Sent Event streams cost the web gateway: its CPU time and PSS.
 
-``.venv/bin/python benchmarks/web_sse.py [--sizes 10,50,200] [--flood 500]`` starts a
+``.venv/bin/python benchmarks/web_sse.py [--sizes 1,10,50,200] [--flood 3000]
+[--tree NAME=PATH ...]`` starts a
 demo agent and ``agenthost web`` in a fresh home, and for each size opens N streams of
 ``GET /api/agents/demo/events`` (from the agent's head; spread over ten read tokens, as
 the gateway caps the streams of one), makes the agent print
 ``--flood`` messages, and waits until every stream has the turn's result. Per size it
 reports the PSS of a fresh gateway with the streams open and after the flood, the CPU
 seconds it spent delivering the flood to them, and that per thousand events
-delivered. Every stream must receive
+delivered (the same figure as microseconds of CPU per event per browser; the default
+flood is large enough for the CPU of one browser's to span many of the kernel's 10 ms
+ticks).
+Every stream must receive
 every offset once, in order, or the run fails. It prints a table and the JSON of the
 figures; everything it started is stopped on exit.
+
+``--tree NAME=PATH`` (repeatable) runs the gateway from the source tree at PATH (e.g.
+a ``git worktree add /tmp/base-web COMMIT`` of an older commit), the host and the
+clients staying this tree's: the trees take turns at each size, in one run, so that
+two versions of the gateway are compared on the same machine at the same time.
+Without it, the gateway is this tree's.
 """
 
 from __future__ import annotations
@@ -98,6 +108,23 @@ async def deliver(
     }
 
 
+def run_gateway(env: dict[str, str], tree: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``agenthost web`` of the source ``tree`` on a free port: the process, the admin
+    token if it printed one (the home's first start), and its URL."""
+    web = subprocess.Popen(
+        [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0", "--log-level", "warning"],
+        env={**env, "PYTHONPATH": str(tree)}, cwd=tree,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert web.stdout is not None
+    token = ""
+    line = web.stdout.readline().decode()
+    if line.startswith("token admin: "):  # the first start of the home
+        token = line.removeprefix("token admin: ").strip()
+        line = web.stdout.readline().decode()
+    return web, token, line.split()[-1]
+
+
 VIEWERS = 10
 """Read tokens the streams are spread over: 200 streams are 20 per token, below the
 gateway's cap per token (docs/web.md, Limits)."""
@@ -112,12 +139,25 @@ def add_viewer(env: dict[str, str], name: str) -> str:
     return done.stdout.strip()
 
 
+def parse_trees(given: list[str]) -> list[tuple[str, Path]]:
+    """``NAME=PATH`` options as (name, resolved path); this tree when none is given."""
+    trees = []
+    for item in given or [f"this={ROOT}"]:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not (Path(path) / "agenthost" / "__init__.py").is_file():
+            raise SystemExit(f"--tree wants NAME=PATH of a source tree, not {item!r}")
+        trees.append((name, Path(path).resolve()))
+    return trees
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10,50,200")
-    parser.add_argument("--flood", type=int, default=500)
+    parser.add_argument("--sizes", default="1,10,50,200")
+    parser.add_argument("--flood", type=int, default=3000)
+    parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    trees = parse_trees(args.tree)
     home = Path(tempfile.mkdtemp(prefix="ah-bench-web-", dir="/tmp"))
     env = {**os.environ, "AGENTHOST_HOME": str(home), "AGENTHOST_DEMO_PACE": "0"}
     procs: list[subprocess.Popen[bytes]] = []
@@ -131,44 +171,45 @@ def main() -> int:
         procs.append(host)
         rows = []
         for size in sizes:
-            log(f"{size} streams, /flood {args.flood} ...")
-            web = subprocess.Popen(
-                [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0", "--log-level", "warning"],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-            procs.append(web)
-            assert web.stdout is not None
-            line = web.stdout.readline().decode()
-            if line.startswith("token admin: "):  # the first start of the home
-                token = line.removeprefix("token admin: ").strip()
-                line = web.stdout.readline().decode()
-            url = line.split()[-1]
-            os.environ["WEB_SSE_GATEWAY_PID"] = str(web.pid)
-            while not (home / "hosts" / "demo.sock").exists():
-                if host.poll() is not None:
-                    raise RuntimeError("the demo host exited")
-                asyncio.run(asyncio.sleep(0.05))  # waiting for the host's socket
-            if not viewers:
-                viewers = [add_viewer(env, f"bench-{n}") for n in range(VIEWERS)]
-            rows.append(asyncio.run(deliver(url, token, viewers, size, args.flood)))
-            web.terminate()  # a fresh gateway per size: its memory is that size's
-            web.wait(30)
-            web.stdout.close()
-            procs.remove(web)
+            for name, tree in trees:
+                log(f"{name}: {size} streams, /flood {args.flood} ...")
+                web, admin, url = run_gateway(env, tree)
+                token = token or admin
+                procs.append(web)
+                os.environ["WEB_SSE_GATEWAY_PID"] = str(web.pid)
+                while not (home / "hosts" / "demo.sock").exists():
+                    if host.poll() is not None:
+                        raise RuntimeError("the demo host exited")
+                    asyncio.run(asyncio.sleep(0.05))  # waiting for the host's socket
+                if not viewers:
+                    viewers = [add_viewer(env, f"bench-{n}") for n in range(VIEWERS)]
+                row = asyncio.run(deliver(url, token, viewers, size, args.flood))
+                rows.append({"tree": name, **row})
+                web.terminate()  # a fresh gateway per size: its memory is that size's
+                web.wait(30)
+                assert web.stdout is not None
+                web.stdout.close()
+                procs.remove(web)
     finally:
         for proc in reversed(procs):
             proc.terminate()
             proc.wait(30)
         shutil.rmtree(home, ignore_errors=True)
     print(
-        f"{'streams':>8} {'events each':>12} {'PSS MiB':>8} {'after':>6} {'CPU s':>7} "
-        f"{'CPU ms/1k ev':>13}"
+        f"{'tree':>6} {'streams':>8} {'events each':>12} {'PSS MiB':>8} {'after':>6} "
+        f"{'CPU s':>7} {'us/event/browser':>17} {'x 1 browser':>12}"
     )
     for r in rows:
+        one = next((o for o in rows if o["tree"] == r["tree"] and o["streams"] == 1), None)
+        ratio = (
+            f"{r['cpu_ms_per_1000_events'] / one['cpu_ms_per_1000_events']:.2f}"
+            if one and one["cpu_ms_per_1000_events"]
+            else "-"
+        )
         print(
-            f"{r['streams']:>8} {r['events_per_stream']:>12} {r['gateway_pss_mib']:>8} "
-            f"{r['gateway_pss_after_mib']:>6} {r['gateway_cpu_s']:>7} "
-            f"{r['cpu_ms_per_1000_events']:>13}"
+            f"{r['tree']:>6} {r['streams']:>8} {r['events_per_stream']:>12} "
+            f"{r['gateway_pss_mib']:>8} {r['gateway_pss_after_mib']:>6} {r['gateway_cpu_s']:>7} "
+            f"{r['cpu_ms_per_1000_events']:>17} {ratio:>12}"
         )
     print(json.dumps(rows))
     return 0

@@ -22,6 +22,7 @@ from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound
 from agenthost.web import access, handlers, links, terminal
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
+from agenthost.web.fanout import shared_stream
 from agenthost.web.gateway import (
     Gateway,
     Handler,
@@ -40,7 +41,7 @@ from agenthost.web.payloads import (
     json_object,
     query_int,
 )
-from agenthost.web.sse import Watch, agent_stream
+from agenthost.web.sse import Watch
 from agenthost.web.tokens import TokenRecord
 
 log = structlog.get_logger("agenthost.web")
@@ -141,18 +142,23 @@ async def events(gw: Gateway, request: Request, record: TokenRecord) -> Response
     after = query_int(request.query_params.get("after"), "after")
     tail = query_int(request.query_params.get("tail"), "tail")
     give_back = take_stream(gw, record)  # before the host is asked: a refusal costs nothing
-    try:
-        client = await connect_agent(gw, key)
-    except BaseException:
-        give_back()
-        raise
+    client = None
+    shared = gw.fanout.shared(key)
+    if shared is None or not shared.position.epoch or shared.ended:
+        # nobody follows the agent now: whether it exists is asked of its host
+        try:
+            client = await connect_agent(gw, key)
+        except BaseException:
+            give_back()
+            raise
     watch = Watch(gw.closing, still_allowed(gw, request, "read"))
-    body = agent_stream(
-        client,
+    body = shared_stream(
+        gw.fanout,
+        key,
         watch,
+        client=client,
         after=resume if resume is not None else after,
         tail=tail,
-        backoff=gw.agents.backoff(key),
     )
     return EventStream(body, give_back)
 

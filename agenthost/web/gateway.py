@@ -19,6 +19,7 @@ from agenthost.errors import ConfigError
 from agenthost.web import access
 from agenthost.web.access import COOKIE_NAME
 from agenthost.web.agents import Agents
+from agenthost.web.fanout import Hub
 from agenthost.web.limits import RETRY_SECONDS, StreamSlots, caps_for
 from agenthost.web.linkledger import LinkLedger, ledger_path
 from agenthost.web.payloads import MAX_BODY, HttpError
@@ -53,9 +54,13 @@ class Gateway:
     """The event streams open, under their caps (``serve`` sizes them to the process's
     descriptor limit)."""
 
+    fanout: Hub = field(init=False)
+    """The follows of the agents' hosts, one per agent shared by its event streams."""
+
     def __post_init__(self) -> None:
         if self.overview is None:
             self.overview = Overview(self.agents.items)
+        self.fanout = Hub(self.agents.client, self.agents.backoff, lambda: self.closing.is_set())
 
     @property
     def home(self) -> Path:

@@ -1,5 +1,7 @@
-"""Server-Sent Events: one agent's stream (:func:`agent_stream`, a follow of its host
-per browser) and the overview of all agents (:class:`Overview`, one shared poll)."""
+"""Server-Sent Events: one agent's stream on a follow of its own (:func:`agent_stream`;
+the gateway serves its streams from one follow per agent, :mod:`agenthost.web.fanout`),
+the bytes of what a follow yields (:func:`item_bytes`), and the overview of all agents
+(:class:`Overview`, one shared poll)."""
 
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ class Watch:
         self._written = self._time()
 
 
-def _item_bytes(item: Any, follow: Follow) -> bytes:
+def item_bytes(item: Any, follow: Follow) -> bytes:
+    """The SSE bytes of what a follow yielded (an event, or a gap as ``truncated``)."""
     if isinstance(item, Gap):
         return sse_named(
             "truncated",
@@ -128,11 +131,11 @@ async def agent_stream(
             if isinstance(finished.exception(), StopAsyncIteration):
                 return
             item = finished.result()  # raises what the follow raised
-            chunks = [_item_bytes(item, follow)]
+            chunks = [item_bytes(item, follow)]
             size = len(chunks[0])
             # what the client has received already goes out in the same write
             while client.events_queued and size < BATCH_BYTES:
-                more = _item_bytes(await anext(follow), follow)
+                more = item_bytes(await anext(follow), follow)
                 chunks.append(more)
                 size += len(more)
             if watch.ended():
