@@ -23,6 +23,13 @@ MORE_TOKENS = "`agenthost web token add NAME --scope send --scope respond`"
 ``token add`` only reads): the first start's line says it, and the login page."""
 
 
+def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A deadline: a finite number of seconds above 0 (None: the default)."""
+    if value is not None and not 0 < value < float("inf"):  # NaN fails both
+        raise click.BadParameter(f"wants a number of seconds above 0, not {value}")
+    return value
+
+
 @click.group(invoke_without_command=True)
 @click.option(
     "--listen",
@@ -64,6 +71,28 @@ MORE_TOKENS = "`agenthost web token add NAME --scope send --scope respond`"
     "https://agents.example.org): its origin is accepted as the gateway's own, its host "
     "name too, and https makes the cookie Secure.",
 )
+@click.option(
+    "--head-timeout",
+    type=float,
+    callback=_seconds,
+    metavar="SECONDS",
+    help="A connection must send a whole request head this soon, however its bytes "
+    "trickle in; also the TLS handshake's limit  [default: 5].",
+)
+@click.option(
+    "--body-timeout",
+    type=float,
+    callback=_seconds,
+    metavar="SECONDS",
+    help="A request's body must be in this soon after its head  [default: 10].",
+)
+@click.option(
+    "--write-timeout",
+    type=float,
+    callback=_seconds,
+    metavar="SECONDS",
+    help="A client that reads nothing of an answer for this long is cut off  [default: 30].",
+)
 @click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True)
 @home_option
 @click.pass_context
@@ -77,6 +106,9 @@ def web(
     remotes: tuple[str, ...],
     allowed_hosts: tuple[str, ...],
     public_url: str | None,
+    head_timeout: float | None,
+    body_timeout: float | None,
+    write_timeout: float | None,
     log_level: str,
     home: Path | None,
 ) -> None:
@@ -92,6 +124,7 @@ def web(
     from agenthost.log import configure_logging
     from agenthost.paths import resolve_home
     from agenthost.remote import parse_remote
+    from agenthost.web.limits import Deadlines
     from agenthost.web.server import (
         Options,
         loopback_or_tls,
@@ -120,6 +153,11 @@ def web(
         remotes=remotes,
         allowed_hosts=allowed_hosts,
         public_url=public_url,
+        deadlines=Deadlines(
+            head=Deadlines.head if head_timeout is None else head_timeout,
+            body=Deadlines.body if body_timeout is None else body_timeout,
+            write=Deadlines.write if write_timeout is None else write_timeout,
+        ),
     )
     refusal = loopback_or_tls(options)
     if refusal and not insecure_listen:

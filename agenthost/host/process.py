@@ -331,35 +331,37 @@ class AgentProcess:
             child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
             ours = (pipes[0][1], pipes[1][0], pipes[2][0])
         self.terminal_fd = ours[0] if terminal is not None else None
-        try:
-            with _sighup_default_in_child():
-                # No preexec_fn (see the module docstring): Popen then forks with
-                # vfork, and the wrapper sets the death signal after the fork.
-                self._popen = subprocess.Popen(
-                    argv,
-                    stdin=child_ends[0],
-                    stdout=child_ends[1],
-                    stderr=child_ends[2],
-                    cwd=cwd,
-                    env=dict(env),
-                    close_fds=True,
-                    pass_fds=pass_fds,
-                    start_new_session=own_session,
-                )
-        except FileNotFoundError as exc:
-            _close(*set(child_ends), *ours)
-            if cwd is not None and exc.filename == cwd:
-                raise SpawnError(f"working directory not found: {cwd}", 127) from exc
-            raise SpawnError(f"command not found: {name} ({exc.strerror})", 127) from exc
-        except PermissionError as exc:
-            _close(*set(child_ends), *ours)
-            raise SpawnError(f"permission denied: {name} ({exc.strerror})", 126) from exc
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            _close(*set(child_ends), *ours)
-            raise SpawnError(f"cannot start {name}: {exc}", 127) from exc
+        # its pid is in OWN before a SIGCHLD can reap it as an orphan
+        with reaper.starting_own():
+            try:
+                with _sighup_default_in_child():
+                    # No preexec_fn (see the module docstring): Popen then forks with
+                    # vfork, and the wrapper sets the death signal after the fork.
+                    self._popen = subprocess.Popen(
+                        argv,
+                        stdin=child_ends[0],
+                        stdout=child_ends[1],
+                        stderr=child_ends[2],
+                        cwd=cwd,
+                        env=dict(env),
+                        close_fds=True,
+                        pass_fds=pass_fds,
+                        start_new_session=own_session,
+                    )
+            except FileNotFoundError as exc:
+                _close(*set(child_ends), *ours)
+                if cwd is not None and exc.filename == cwd:
+                    raise SpawnError(f"working directory not found: {cwd}", 127) from exc
+                raise SpawnError(f"command not found: {name} ({exc.strerror})", 127) from exc
+            except PermissionError as exc:
+                _close(*set(child_ends), *ours)
+                raise SpawnError(f"permission denied: {name} ({exc.strerror})", 126) from exc
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                _close(*set(child_ends), *ours)
+                raise SpawnError(f"cannot start {name}: {exc}", 127) from exc
+            reaper.OWN.add(self._popen.pid)
         _close(*set(child_ends))
         self.pid = self._popen.pid
-        reaper.OWN.add(self.pid)
         marker = env.get(reaper.RUN_MARKER)
         self._marker = f"{reaper.RUN_MARKER}={marker}" if marker else ""
         self.started_at = time.time()
@@ -376,20 +378,20 @@ class AgentProcess:
     def _start_watchdog(self) -> None:
         read_end, self._watchdog_fd = os.pipe()  # ours stays non-inheritable
         try:
-            self._watchdog = subprocess.Popen(
-                ["/bin/sh", "-c", _WATCHDOG, str(self.pid), self._marker],
-                stdin=read_end,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                close_fds=True,
-                start_new_session=True,  # not in the agent's group, not tied to ours
-            )
+            with reaper.starting_own():
+                self._watchdog = subprocess.Popen(
+                    ["/bin/sh", "-c", _WATCHDOG, str(self.pid), self._marker],
+                    stdin=read_end,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    close_fds=True,
+                    start_new_session=True,  # not in the agent's group, not tied to ours
+                )
+                reaper.OWN.add(self._watchdog.pid)
         except OSError as exc:  # pragma: no cover - no /bin/sh
             log.warning("process.no_watchdog", error=str(exc))
             os.close(self._watchdog_fd)
             self._watchdog_fd = None
-        else:
-            reaper.OWN.add(self._watchdog.pid)
         finally:
             os.close(read_end)
 

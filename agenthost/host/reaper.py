@@ -37,7 +37,7 @@ import contextlib
 import ctypes
 import os
 import signal
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Final
 
 import structlog
@@ -56,6 +56,29 @@ in uninterruptible sleep dies when the kernel lets it; the host must not hang)."
 
 OWN: set[int] = set()
 """Pids of the children this process started itself (and reaps through ``Popen``)."""
+
+_starting = 0  # children of our own being started: their pids are not in OWN yet
+_deferred: set[Subreaper] = set()  # reapers whose reap waits for those starts to end
+
+
+@contextlib.contextmanager
+def starting_own() -> Iterator[None]:
+    """Around the start of a child of our own, until its pid is in :data:`OWN`.
+
+    The SIGCHLD handler runs between any two bytecodes: a child that exits at once (a
+    short command on a loaded machine) can signal before ``Popen`` has returned its
+    pid, and a reap then would take its exit status from ``Popen`` as an orphan's. A
+    reap asked meanwhile waits for the end of the block.
+    """
+    global _starting
+    _starting += 1
+    try:
+        yield
+    finally:
+        _starting -= 1
+        if not _starting:
+            while _deferred:
+                _deferred.pop().reap()
 
 
 def escapees(children: Mapping[int, int], own: Collection[int], session: int) -> list[int]:
@@ -139,7 +162,11 @@ class Subreaper:
         return escapees(self.children(), OWN, self.session)
 
     def reap(self) -> list[int]:
-        """Reap the orphans that exited (SIGCHLD); return their pids."""
+        """Reap the orphans that exited (SIGCHLD); return their pids. While a child of
+        our own is being started (:func:`starting_own`), later."""
+        if _starting:
+            _deferred.add(self)
+            return []
         reaped = []
         for pid in self.orphans():
             with contextlib.suppress(ChildProcessError):

@@ -27,8 +27,22 @@ previous answer on it ended), however its bytes trickle in; it is closed otherwi
 BODY_SECONDS: Final = 10.0
 """Once its head is in, a request's body must be in this soon (the largest accepted,
 256 KiB, needs 26 KB/s; a message to an agent is far smaller)."""
+WRITE_SECONDS: Final = 30.0
+"""An answer that cannot be written because its client reads nothing (the buffer stays
+full) for this long ends the connection (a stream's browser then reconnects)."""
 RETRY_SECONDS: Final = 5
 """The ``Retry-After`` of a refusal for want of room (a connection, a stream)."""
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """The deadlines of one gateway (``agenthost web --head-timeout``, ``--body-timeout``,
+    ``--write-timeout``), in seconds; the defaults are the constants above."""
+
+    head: float = HEAD_SECONDS
+    body: float = BODY_SECONDS
+    write: float = WRITE_SECONDS
+
 
 RESERVED_FDS: Final = 128
 """Descriptors kept out of the caps for the gateway's own use: the interpreter, the

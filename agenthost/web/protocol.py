@@ -9,26 +9,22 @@ as h11 tells; a wait has a deadline from its start that bytes do not move (when 
 passes, an answer still going out finishes first, while its client reads); the waiting
 ones give their place to newcomers when the gateway is full
 (:class:`~agenthost.web.limits.Connections`); and an answer the client does not read
-for :data:`WRITE_SECONDS` ends the connection (else a client that never reads would
-keep it busy for good).
+for the write deadline (:class:`~agenthost.web.limits.Deadlines`) ends the connection
+(else a client that never reads would keep it busy for good).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Literal
 
 import h11
 import structlog
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from agenthost.web.limits import BODY_SECONDS, HEAD_SECONDS, Connections, overloaded_answer
+from agenthost.web.limits import Connections, Deadlines, overloaded_answer
 
 log = structlog.get_logger("agenthost.web")
-
-WRITE_SECONDS: Final = 30.0
-"""An answer that cannot be written because its client reads nothing (the buffer stays
-full) for this long ends the connection (a stream's browser then reconnects)."""
 
 Phase = Literal["head", "body"]
 
@@ -39,6 +35,7 @@ class GuardedH11Protocol(H11Protocol):
     :attr:`table`)."""
 
     table: ClassVar[Connections[GuardedH11Protocol]]
+    deadlines: ClassVar[Deadlines] = Deadlines()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -82,7 +79,7 @@ class GuardedH11Protocol(H11Protocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._stalled is None:
-            self._stalled = self.loop.call_later(WRITE_SECONDS, self.drop, "unread")
+            self._stalled = self.loop.call_later(self.deadlines.write, self.drop, "unread")
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -108,14 +105,14 @@ class GuardedH11Protocol(H11Protocol):
             return
         log.debug("web.connection_closing", why=why, client=_peer(self.client))
         self.transport.close()
-        self._set_timer(self.loop.call_later(WRITE_SECONDS, self._flushing, pending))
+        self._set_timer(self.loop.call_later(self.deadlines.write, self._flushing, pending))
 
     def _flushing(self, before: int) -> None:
         pending = self.transport.get_write_buffer_size()
         if pending >= before:
-            self.drop("unread")  # nothing read for WRITE_SECONDS
+            self.drop("unread")  # nothing read for the write deadline
         elif pending:
-            self._set_timer(self.loop.call_later(WRITE_SECONDS, self._flushing, pending))
+            self._set_timer(self.loop.call_later(self.deadlines.write, self._flushing, pending))
 
     def _watch(self) -> None:
         """Follow what the connection is waiting for, after each step of h11."""
@@ -133,7 +130,7 @@ class GuardedH11Protocol(H11Protocol):
             self.table.busy(self)
             return
         self.table.waiting(self)
-        seconds = HEAD_SECONDS if phase == "head" else BODY_SECONDS
+        seconds = self.deadlines.head if phase == "head" else self.deadlines.body
         self._set_timer(self.loop.call_later(seconds, self._expired, f"no whole {phase} in time"))
 
     def _set_timer(self, timer: asyncio.TimerHandle | None) -> None:
@@ -147,13 +144,17 @@ class GuardedH11Protocol(H11Protocol):
             self._stalled = None
 
 
-def protocol_class(table: Connections[GuardedH11Protocol]) -> type[GuardedH11Protocol]:
-    """The connection class of one server (uvicorn's ``http=``), sharing ``table``."""
+def protocol_class(
+    table: Connections[GuardedH11Protocol], deadlines: Deadlines | None = None
+) -> type[GuardedH11Protocol]:
+    """The connection class of one server (uvicorn's ``http=``), sharing ``table``,
+    under ``deadlines`` (the defaults when None)."""
 
     class ServerProtocol(GuardedH11Protocol):
         pass
 
     ServerProtocol.table = table
+    ServerProtocol.deadlines = deadlines or Deadlines()
     return ServerProtocol
 
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import structlog
@@ -31,7 +31,7 @@ from agenthost.web import access
 from agenthost.web.agents import Agents
 from agenthost.web.app import make_app
 from agenthost.web.gateway import Gateway
-from agenthost.web.limits import HEAD_SECONDS, Caps, Connections, StreamSlots, caps_for
+from agenthost.web.limits import HEAD_SECONDS, Caps, Connections, Deadlines, StreamSlots, caps_for
 from agenthost.web.protocol import protocol_class
 from agenthost.web.tokens import TokenStore, load_secret
 
@@ -55,6 +55,9 @@ class Options:
     public_url: str | None = None
     """Where browsers reach the gateway through a proxy in front, e.g.
     ``https://agents.example.org``."""
+    deadlines: Deadlines = Deadlines()
+    """How long a connection may take to send a request head, its body, and to read
+    an answer (``--head-timeout``, ``--body-timeout``, ``--write-timeout``)."""
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -158,14 +161,26 @@ def _limit(value: int) -> int | str:
 
 
 class GatewayLoop(uvloop.Loop):
-    """uvloop, whose TLS servers give a client :data:`HEAD_SECONDS` for its handshake
-    (uvloop's default is 60 s, and uvicorn does not say): until its handshake is done a
-    connection is not HTTP yet, and no request deadline reaches it."""
+    """uvloop, whose TLS servers give a client the head deadline (:data:`HEAD_SECONDS`
+    unless ``--head-timeout`` says) for its handshake (uvloop's default is 60 s, and
+    uvicorn does not say): until its handshake is done a connection is not HTTP yet,
+    and no request deadline reaches it. Make the class with :func:`loop_class`."""
+
+    handshake_seconds: ClassVar[float] = HEAD_SECONDS
 
     async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.AbstractServer:  # type: ignore[override]
         if kwargs.get("ssl") is not None:
-            kwargs.setdefault("ssl_handshake_timeout", HEAD_SECONDS)
+            kwargs.setdefault("ssl_handshake_timeout", self.handshake_seconds)
         return await super().create_server(*args, **kwargs)
+
+
+def loop_class(deadlines: Deadlines) -> type[GatewayLoop]:
+    """The event loop class of a gateway under ``deadlines``."""
+
+    class ServerLoop(GatewayLoop):
+        handshake_seconds = deadlines.head
+
+    return ServerLoop
 
 
 def make_config(app: object, options: Options, caps: Caps) -> uvicorn.Config:
@@ -175,7 +190,7 @@ def make_config(app: object, options: Options, caps: Caps) -> uvicorn.Config:
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         loop="none",
-        http=protocol_class(Connections(caps.connections)),
+        http=protocol_class(Connections(caps.connections), options.deadlines),
         ws="none",
         lifespan="off",
         access_log=False,
@@ -254,6 +269,9 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
         connections=caps.connections,
         streams=caps.streams,
         streams_per_token=caps.streams_per_token,
+        head_timeout=options.deadlines.head,
+        body_timeout=options.deadlines.body,
+        write_timeout=options.deadlines.write,
     )
     gw.streams = StreamSlots(caps)
     config = make_config(make_app(gw), options, caps)
@@ -280,7 +298,7 @@ def serve(options: Options, announce: Callable[[str], None]) -> None:
         await task
 
     try:
-        with asyncio.Runner(loop_factory=GatewayLoop) as runner:
+        with asyncio.Runner(loop_factory=loop_class(options.deadlines)) as runner:
             runner.run(main())
     finally:
         sock.close()

@@ -2,6 +2,15 @@
 
 The flood agent prints consecutive integers, so besides checking that offsets are
 contiguous we can check that the *content* has no gap and no duplicate either.
+
+What the in-memory proofs of the wire layer already show is not repeated here with
+processes: truncation for every requested offset (tests/unit/test_wire_stream.py
+test_plan_attach, and the AttachStream machine of test_wire_stream_machine.py), detach
+(test_wire_stream.py test_no_event_follows_the_detach_response and test_detach_unregisters,
+test_host_dispatch.py test_detach_ends_the_stream_and_answers; over a socket:
+test_client.py, test_permissions.py) and a paused client caught up from the ring
+(test_wire_stream.py test_a_slow_client_lags_and_is_served_from_the_ring_in_slices; with
+processes and stuck sockets: tests/reliability/test_rel_slow_clients.py).
 """
 
 from __future__ import annotations
@@ -132,37 +141,6 @@ def test_attach_before_evicted_range_while_producing(host_factory: HostFactory) 
     check_stream(events, resp["oldest_offset"])
 
 
-def test_truncation_semantics_after_eviction(host_factory: HostFactory) -> None:
-    host = host_factory(
-        "a1", "--agent", "lines", "--no-journal", "--ring-size", "50", command=flood_code(200)
-    )
-    with host.raw() as conn:
-        conn.request("host.attach", {"offset": 0})
-        conn.send("host.send", {"input": "go"})
-        read_until_data(conn, "200")
-    with host.raw() as conn:
-        head_resp = conn.request("host.attach", {"offset": 0})["payload"]
-    head, oldest = head_resp["stream_offset"], head_resp["oldest_offset"]
-    assert oldest == head - 49 and head_resp["truncated"] is True  # 0 after eviction
-    cases = {
-        0: True,
-        oldest - 2: True,  # oldest-1 is evicted and wanted
-        oldest - 1: False,  # everything after it is kept
-        oldest + 10: False,
-        head: False,
-        head + 5: False,
-    }
-    for offset, truncated in cases.items():
-        with host.raw() as conn:
-            resp = conn.request("host.attach", {"offset": offset})["payload"]
-            assert resp["truncated"] is truncated, offset
-            assert resp["stream_offset"] == head and resp["oldest_offset"] == oldest
-            if offset < head:
-                events = conn.events(head)
-                assert events[0]["offset"] == max(offset + 1, oldest)
-                assert_contiguous([e["offset"] for e in events], max(offset + 1, oldest), head)
-
-
 def test_many_concurrent_attaches_each_get_exact_ranges(host_factory: HostFactory) -> None:
     n = 20_000
     host = host_factory(
@@ -252,34 +230,6 @@ def test_slow_client_dropped_fast_client_loses_nothing(host_factory: HostFactory
     assert_contiguous([e["offset"] for e in replay], resp["oldest_offset"], resp["stream_offset"])
 
 
-def test_paused_client_is_caught_up_from_the_ring(host_factory: HostFactory) -> None:
-    # The client reads nothing while 50k events (~2.5 MB) are produced, far more than
-    # the socket buffers hold, then reads: everything arrives, served from the ring.
-    n = 50_000
-    host = host_factory(
-        "a1",
-        "--agent",
-        "lines",
-        "--ring-size",
-        "60000",
-        "--ring-bytes",
-        "100000000",
-        "--client-buffer",
-        "8192",
-        command=flood_code(n),
-    )
-    with host.raw() as lazy, host.raw() as control:
-        lazy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        lazy.send("host.attach", {"offset": 0})
-        control.request("host.attach", {"offset": 0})
-        control.send("host.send", {"input": "go"})
-        read_until_data(control, str(n))  # production finished; lazy read nothing yet
-        assert lazy.response()["success"]
-        events = read_until_data(lazy, str(n))
-    check_stream(events, 1)
-    assert "client.dropped" not in host.log()
-
-
 def test_requests_interleaved_with_events_on_one_connection(host_factory: HostFactory) -> None:
     n = 5_000
     host = host_factory("a1", "--agent", "lines", command=flood_code(n, 50, 0.001))
@@ -298,35 +248,6 @@ def test_requests_interleaved_with_events_on_one_connection(host_factory: HostFa
     assert [r["success"] for r in responses] == [True, True, True, True, True, False]
     assert responses[-1]["code"] == "unknown_type"
     check_stream(events, 1)
-
-
-def test_detach_stops_events_and_reattach_continues(host_factory: HostFactory) -> None:
-    n = 20_000
-    host = host_factory(
-        "a1", "--agent", "lines", "--ring-size", "100000", command=flood_code(n, 100, 0.001)
-    )
-    with host.raw() as conn:
-        conn.request("host.attach", {"offset": 0})
-        conn.send("host.send", {"input": "go"})
-        got = []
-        while len(got) < 300:
-            f = conn.frame()
-            if f["kind"] == "event":
-                got.append(f)
-        rid = conn.send("host.detach")
-        while True:  # events already in flight may precede the detach response
-            f = conn.frame()
-            if f["kind"] == "response":
-                assert f["id"] == rid and f["success"] and "payload" not in f
-                break
-            got.append(f)
-        # after the detach response, no event: the next frame answers the ping
-        ping_id = conn.send("host.ping")
-        assert conn.frame()["id"] == ping_id
-        resp = conn.request("host.attach", {"offset": got[-1]["offset"]})["payload"]
-        assert resp["truncated"] is False
-        got += read_until_data(conn, str(n))
-    check_stream(got, 1)
 
 
 def test_epoch_names_the_stream(host_factory: HostFactory) -> None:

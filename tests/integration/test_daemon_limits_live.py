@@ -119,20 +119,30 @@ def test_stop_and_forget_take_a_queued_agent_out_of_the_queue(world: DaemonWorld
 def test_idle_stop_stops_an_idle_agent_and_run_carries_on_its_journal(
     world: DaemonWorld,
 ) -> None:
-    world.start_daemon("--idle-stop", "1s")
-    assert world.ping()["limits"]["idle_stop"] == 1.0
+    # A demo agent is idle from its start: under --idle-stop 1s a `send` after `run` races
+    # the stop (a loaded machine loses it). So the agent gets its message under a daemon
+    # without the limit, and the daemon that has it adopts the agent already running.
+    first = world.start_daemon()
     ran = world.cli("run", "--agent-id", "d1", "--agent", "demo", "--env", "AGENTHOST_DEMO_PACE=0")
     assert ran.returncode == 0, ran
     assert world.cli("send", "d1", "hello").returncode == 0
+    first.signal(9)
+    first.wait_exit()
+    limited = world.start_daemon("--idle-stop", "1s")
+    assert world.ping()["limits"]["idle_stop"] == 1.0
     # the demo agent goes idle after its turn: a second later the daemon stops it
     wait_for(lambda: status_of(world, "d1") == "stopped", what="the idle agent stopped")
     agent = world.agents()["d1"]
     assert agent["stop_reason"] == "idle"
     offset = agent["last_offset"]
-    assert "idle for 1s (--idle-stop)" in world.daemons[-1].log()
-    # its journal is kept: export still reads it, and run of the same id goes on
+    assert "idle for 1s (--idle-stop)" in limited.log()
+    # its journal is kept: export still reads it, and run of the same id goes on (under a
+    # daemon without the limit again, or the new run could be idle-stopped in its turn)
     exported = world.cli("export", "d1")
     assert exported.returncode == 0 and "hello" in exported.stdout, exported
+    limited.signal(9)
+    limited.wait_exit()
+    world.start_daemon()
     again = world.cli("run", "--agent-id", "d1", "--agent", "demo")
     assert again.returncode == 0, again
     wait_for(lambda: world.agents()["d1"]["last_offset"] > offset, what="the stream going on")
@@ -142,11 +152,13 @@ def test_idle_stop_stops_an_idle_agent_and_run_carries_on_its_journal(
 def test_a_busy_agent_is_not_idle_stopped(world: DaemonWorld) -> None:
     world.start_daemon("--idle-stop", "1s")
     world.spawn("w1", ECHO)  # a lines agent is `running` until it ends: never idle
-    world.cli("send", "w1", "x")
+    assert world.cli("send", "w1", "x").returncode == 0
+    # a demo agent is idle from its start (no `send` to it: one could arrive after its
+    # stop on a loaded machine); once it is stopped, w1 has been running longer than that
     ran = world.cli("run", "--agent-id", "d2", "--agent", "demo", "--env", "AGENTHOST_DEMO_PACE=0")
     assert ran.returncode == 0
-    assert world.cli("send", "d2", "hello").returncode == 0
     wait_for(lambda: status_of(world, "d2") == "stopped", what="the idle demo agent stopped")
+    assert world.agents()["d2"]["stop_reason"] == "idle"
     assert status_of(world, "w1") == "running"
 
 

@@ -148,3 +148,43 @@ def test_a_subprocess_of_the_host_itself_keeps_its_exit_status(
     host, _ = _escaper(home, host_factory, "stay")
     reaped = [line for line in host.log().splitlines() if "reaper.reaped" in line]
     assert reaped == []
+
+
+# A host's SIGCHLD handler may run while a child of its own is being started: a child
+# that exits at once (an ACP agent's short terminal command on a loaded machine) must
+# keep its exit status for its Popen, not be reaped as an orphan (it read 0, not 4).
+STARTING = """
+import json, os, subprocess, sys, time
+from agenthost.host import reaper
+
+def zombie(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        stat = fh.read()
+    return stat[stat.rfind(")") + 2] == "Z"
+
+sub = reaper.Subreaper()
+with reaper.starting_own():
+    own = subprocess.Popen(["sh", "-c", "exit 4"], start_new_session=True)
+    orphan = subprocess.Popen(["sh", "-c", "exit 5"], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (zombie(own.pid) and zombie(orphan.pid)):  # both exited, neither reaped
+        assert time.monotonic() < deadline, "the children did not exit"
+        time.sleep(0.01)
+    during = sub.reap()  # what a SIGCHLD now does
+    reaper.OWN.add(own.pid)
+# the reap asked meanwhile is done now: the orphan's, not ours
+gone = not os.path.exists(f"/proc/{orphan.pid}")
+print(json.dumps({"during": during, "own": own.wait(), "orphan_reaped": gone}))
+"""
+
+
+def test_a_child_of_our_own_keeps_its_status_when_sigchld_comes_while_it_starts() -> None:
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", STARTING], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])  # after the reaper's log lines
+    assert result == {"during": [], "own": 4, "orphan_reaped": True}

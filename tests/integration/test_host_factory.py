@@ -197,16 +197,32 @@ def factory_of(daemon: DaemonProc) -> psutil.Process:
     return found
 
 
-def serve_processes(agent_id: str) -> list[psutil.Process]:
-    """Live ``agenthost serve`` processes of ``agent_id``."""
+def serve_processes(home: Path, agent_id: str) -> list[psutil.Process]:
+    """Live ``agenthost serve`` processes of ``agent_id`` in ``home``: only this test's
+    (another test's host of the same name, left behind by a timeout, is not ours)."""
     out = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         argv = proc.info["cmdline"] or []
         if proc.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if "serve" in argv and agent_id in argv and any("agenthost" in a for a in argv):
+        # a forked host's title is its whole command line, which psutil may hand back
+        # as one string or split at its spaces: compare the words
+        words = " ".join(argv).split()
+        options = set(zip(words, words[1:], strict=False))
+        if (
+            "serve" in words
+            and any("agenthost" in w for w in words)
+            and ("--agent-id", agent_id) in options
+            and ("--home", str(home)) in options
+        ):
             out.append(proc)
     return out
+
+
+def one_serve_process(home: Path, agent_id: str) -> list[psutil.Process] | None:
+    """The host of ``agent_id`` once it is the only one left (else None)."""
+    found = serve_processes(home, agent_id)
+    return found if len(found) == 1 else None
 
 
 def test_daemon_hosts_are_forked_and_outlive_factory_and_daemon(world: DaemonWorld) -> None:
@@ -260,14 +276,14 @@ def test_a_factory_killed_after_it_forked_loses_no_agent(world: DaemonWorld) -> 
     world.start_daemon("--scan-interval", "0")
     spawned = world.spawn("h1", flood_command("--count", "0", "--rate", "20"))
     # two hosts raced for the lock (the forked one, an exec'd one); one is left
-    live = wait_for(lambda: len(serve_processes("h1")) == 1 and serve_processes("h1"))
+    live = wait_for(lambda: one_serve_process(world.home, "h1"), what="one host of h1")
     assert live[0].pid == spawned["host_pid"] == world.host_pids()["h1"]
     assert world.agents()["h1"]["status"] == "running"
     with RawConn(world.home / "hosts" / "h1.sock") as conn:
         assert conn.request("host.ping")["success"]
     # and the daemon goes on: the next spawn (by a new factory, or exec'd) works too
     second = world.spawn("h2", flood_command("--count", "0", "--rate", "20"))
-    live = wait_for(lambda: len(serve_processes("h2")) == 1 and serve_processes("h2"))
+    live = wait_for(lambda: one_serve_process(world.home, "h2"), what="one host of h2")
     assert live[0].pid == second["host_pid"]
 
 
@@ -286,7 +302,7 @@ def test_a_factory_killed_with_an_order_waiting_loses_no_agent(world: DaemonWorl
     factory.kill()
     spawning.join(60)
     assert result["agent_id"] == "h1"
-    assert [p.pid for p in serve_processes("h1")] == [result["host_pid"]]
+    assert [p.pid for p in serve_processes(world.home, "h1")] == [result["host_pid"]]
     assert psutil.Process(result["host_pid"]).ppid() == daemon.pid  # exec'd instead
 
 
@@ -323,7 +339,7 @@ def test_a_stuck_factory_is_killed_and_the_host_execd(world: DaemonWorld) -> Non
     spawned = world.spawn("h1", flood_command("--count", "0", "--rate", "20"))
     assert psutil.Process(spawned["host_pid"]).ppid() == daemon.pid
     wait_for(lambda: pid_gone(factory.pid), what="the stuck factory killed")
-    assert [p.pid for p in serve_processes("h1")] == [spawned["host_pid"]]
+    assert [p.pid for p in serve_processes(world.home, "h1")] == [spawned["host_pid"]]
 
 
 def test_a_clean_ctrl_c_of_the_daemon_warns_of_nothing(world: DaemonWorld) -> None:

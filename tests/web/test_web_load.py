@@ -9,6 +9,7 @@ import json
 import selectors
 import socket
 import ssl
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -18,9 +19,8 @@ from typing import Any
 import pytest
 
 from agenthost.web.limits import caps_for
-from agenthost.web.protocol import WRITE_SECONDS
 
-from hosttools import DEADLINE, wait_for
+from hosttools import DEADLINE, PY, wait_for
 from webtools import Gateway, GatewayFactory, HostFactory
 
 NOFILE = 1024
@@ -110,10 +110,36 @@ def wait_closed(
                         trickle[sock] = rest[1:]
 
 
-def test_a_request_must_come_whole_within_the_deadline(gateway: Gateway) -> None:
+# Deadlines shorter than the defaults (5 s, 10 s, 30 s), so that a test that waits for
+# one to pass takes seconds, not half a minute; long enough for a loaded machine to
+# send a whole request at once well within them.
+HEAD = "2"
+BODY = "2"
+WRITE = 3.0
+
+
+def test_garbage_deadlines_are_usage_errors(home: Path) -> None:
+    for option, value in (
+        ("--head-timeout", "0"),
+        ("--body-timeout", "-1"),
+        ("--write-timeout", "nan"),
+        ("--head-timeout", "inf"),
+        ("--write-timeout", "soon"),
+    ):
+        done = subprocess.run(
+            [PY, "-m", "agenthost", "web", "--home", str(home), option, value],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+        assert done.returncode == 2 and option in done.stderr, (option, value, done.stderr)
+    assert not (home / "web").exists()  # refused before anything was created
+
+
+def test_a_request_must_come_whole_within_the_deadline(gateway_factory: GatewayFactory) -> None:
     """Silent, trickling head, trickling body, a trickle after a first answer: each is
     closed by the gateway, however regularly its bytes come."""
-    gw = gateway
+    gw = gateway_factory("--head-timeout", HEAD, "--body-timeout", BODY)
     endless = b"X-Slow: " + b"a" * 4000  # a header line that never ends
     with ExitStack() as stack:
         silent, head, body, second = (stack.enter_context(connect(gw)) for _ in range(4))
@@ -128,6 +154,8 @@ def test_a_request_must_come_whole_within_the_deadline(gateway: Gateway) -> None
         )
     assert gw.client().get("/api/me").status_code == 200
     assert "Traceback" not in gw.log()  # a body cut short is a client's doing, not ours
+    (caps,) = (json.loads(line) for line in gw.log().splitlines() if '"web.caps"' in line)
+    assert (caps["head_timeout"], caps["body_timeout"], caps["write_timeout"]) == (2, 2, 30)
 
 
 MESSAGES = 32
@@ -137,10 +165,12 @@ MESSAGES = 32
 
 @pytest.mark.slow
 def test_a_large_answer_on_a_slow_link_arrives_whole(
-    gateway: Gateway, host_factory: HostFactory
+    gateway_factory: GatewayFactory, host_factory: HostFactory
 ) -> None:
     """The deadline of the next request does not cut the answer still going out: a
-    client that reads a large answer slowly, for longer than HEAD_SECONDS, gets it all."""
+    client that reads a large answer slowly, for longer than the head deadline, gets it
+    all."""
+    gateway = gateway_factory("--head-timeout", HEAD)
     host_factory("big")
     api = gateway.client()
     words = "word " * 50_000  # 250 kB a message: the history holds them all (16 MiB)
@@ -157,10 +187,10 @@ def test_a_large_answer_on_a_slow_link_arrives_whole(
         length = int(headers["content-length"])
         assert length > MESSAGES * len(words)
         ticks = 0
-        while len(body) < length:  # about a twentieth twice a second: some 10 s
+        while len(body) < length:  # a twentieth five times a second: some 4 s, twice HEAD
             ticks += 1
             wanted = min(length * ticks // 20, length)
-            time.sleep(0.5)  # the slow link's pace, not a synchronisation
+            time.sleep(0.2)  # the slow link's pace, not a synchronisation
             while len(body) < wanted:
                 chunk = sock.recv(min(65536, wanted - len(body)))
                 assert chunk, f"the answer was cut at {len(body)} of {length} bytes"
@@ -173,7 +203,7 @@ def test_under_tls_the_handshake_and_the_head_have_the_deadline_too(
     gateway_factory: GatewayFactory, certificate: tuple[Path, Path]
 ) -> None:
     cert, key = certificate
-    gw = gateway_factory("--tls-cert", str(cert), "--tls-key", str(key))
+    gw = gateway_factory("--tls-cert", str(cert), "--tls-key", str(key), "--head-timeout", HEAD)
     trust = ssl.create_default_context(cafile=str(cert))
     with ExitStack() as stack:
         no_hello = stack.enter_context(connect(gw))  # not even a TLS ClientHello
@@ -213,9 +243,11 @@ def tcp_reset(sock: socket.socket) -> bool:
 
 
 @pytest.mark.slow
-def test_a_client_that_reads_no_answer_is_closed(gateway: Gateway) -> None:
+def test_a_client_that_reads_no_answer_is_closed(gateway_factory: GatewayFactory) -> None:
     """Requests sent in a row (pipelined) whose answers are never read: the gateway
-    cannot write them, and gives up after WRITE_SECONDS instead of waiting for good."""
+    cannot write them, and gives up after the write deadline instead of waiting for
+    good."""
+    gateway = gateway_factory("--write-timeout", str(WRITE))
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(DEADLINE)
@@ -223,8 +255,9 @@ def test_a_client_that_reads_no_answer_is_closed(gateway: Gateway) -> None:
         sock.connect(address(gateway))
         one = request_head(gateway, "GET", "/static/conversation.js", None)
         sock.sendall(one * 400)  # some 7 MB of answers, far more than the socket buffers
-        wait_for(lambda: tcp_reset(sock), WRITE_SECONDS + DEADLINE, "the gateway to give up")
+        wait_for(lambda: tcp_reset(sock), WRITE + DEADLINE, "the gateway to give up")
     assert gateway.client().get("/api/me").status_code == 200
+    assert '"write_timeout": 3.0' in gateway.log()  # the deadline in force
 
 
 # --- event streams ---------------------------------------------------------------------
