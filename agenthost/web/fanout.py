@@ -305,11 +305,13 @@ async def shared_stream(
     after: int | None = None,
     tail: int | None = None,
 ) -> AsyncGenerator[bytes, None]:
-    """The SSE body of one agent's stream, as :func:`agenthost.web.sse.agent_stream`
-    says (each offset once, in order, from where this browser asked, across host
-    restarts), served from the agent's shared follow whenever the stream is where it
-    is, and from a follow of its own otherwise. ``client``: a client of the host
-    already made for this stream (its first follow of its own uses it)."""
+    """The SSE body of one agent's stream: each offset once, in order, from where this
+    browser asked (after offset ``after``, a position: events evicted after it come as
+    a ``truncated`` event; else ``tail`` events before the newest; else from the oldest
+    kept), across host restarts, with a ping comment when nothing happened for a while,
+    until ``watch`` ends it. Served from the agent's shared follow whenever the stream
+    is where it is, and from a follow of its own otherwise. ``client``: a client of the
+    host already made for this stream (its first follow of its own uses it)."""
     shared = hub.enter(key)
     try:
         body = _serve(hub, key, shared, watch, client, after, tail)

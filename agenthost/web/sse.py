@@ -1,20 +1,18 @@
-"""Server-Sent Events: one agent's stream on a follow of its own (:func:`agent_stream`;
-the gateway serves its streams from one follow per agent, :mod:`agenthost.web.fanout`),
-the bytes of what a follow yields (:func:`item_bytes`), and the overview of all agents
-(:class:`Overview`, one shared poll)."""
+"""Server-Sent Events: what every stream shares (:class:`Watch`: when it ends, when it
+pings), the bytes of what a follow yields (:func:`item_bytes`), and the overview of all
+agents (:class:`Overview`, one shared poll). An agent's streams are served from one
+follow per agent, :mod:`agenthost.web.fanout`."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import structlog
 
-from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError
-from agenthost.follow import Backoff, Follow, Gap, Lost, from_tail
+from agenthost.follow import Follow, Gap
 from agenthost.web.payloads import PING, sse_event, sse_named
 
 log = structlog.get_logger("agenthost.web")
@@ -86,70 +84,6 @@ def item_bytes(item: Any, follow: Follow) -> bytes:
             },
         )
     return sse_event(item.offset, follow.frame)
-
-
-async def agent_stream(
-    client: AsyncClient,
-    watch: Watch,
-    *,
-    after: int | None = None,
-    tail: int | None = None,
-    backoff: Backoff | None = None,
-) -> AsyncIterator[bytes]:
-    """The SSE body of one agent's stream: each event once, in order, across host
-    restarts (the follow reconnects for as long as the browser stays), with a ping
-    comment when nothing happened for a while. Ends when ``watch`` says so (the
-    gateway shuts down, the token was revoked). Starts after offset ``after`` (a
-    position: events evicted after it, after 0 included, come as a ``truncated``
-    event), else ``tail`` events before the newest, else from the oldest kept.
-    ``backoff``: the pauses between attempts to reach the host again."""
-
-    def keep_trying(_lost: Lost) -> bool:
-        return not watch.closing.is_set()
-
-    follow = Follow(
-        client,
-        None if after is None else ("", after),
-        start=None if after is not None or tail is None else from_tail(tail),
-        keep_trying=keep_trying,
-        backoff=backoff or Backoff(0.05, 2.0),
-    )
-    closed = asyncio.ensure_future(watch.closing.wait())
-    step: asyncio.Future[Any] | None = None
-    try:
-        while not watch.ended():
-            if step is None:
-                step = asyncio.ensure_future(anext(follow))
-            done, _ = await asyncio.wait(
-                {step, closed}, timeout=watch.wake_seconds, return_when=asyncio.FIRST_COMPLETED
-            )
-            if step not in done:
-                if ping := watch.ping():
-                    yield ping
-                continue
-            finished, step = step, None
-            if isinstance(finished.exception(), StopAsyncIteration):
-                return
-            item = finished.result()  # raises what the follow raised
-            chunks = [item_bytes(item, follow)]
-            size = len(chunks[0])
-            # what the client has received already goes out in the same write
-            while client.events_queued and size < BATCH_BYTES:
-                more = item_bytes(await anext(follow), follow)
-                chunks.append(more)
-                size += len(more)
-            if watch.ended():
-                return
-            yield b"".join(chunks)
-            watch.wrote()
-    finally:
-        closed.cancel()
-        if step is not None:
-            step.cancel()
-            with contextlib.suppress(BaseException):
-                await step
-        await follow.aclose()
-        await client.close()
 
 
 class Overview:

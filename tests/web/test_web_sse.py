@@ -17,8 +17,10 @@ import httpx
 import pytest
 
 from agenthost.client import AsyncClient
-from agenthost.web.payloads import PING
-from agenthost.web.sse import Watch, agent_stream
+from agenthost.follow import Backoff
+from agenthost.web.fanout import Hub, shared_stream
+from agenthost.web.payloads import PING, AgentKey
+from agenthost.web.sse import Watch
 
 from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for, wait_until
 from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, take, until
@@ -210,22 +212,28 @@ async def test_a_quiet_stream_pings_and_ends_when_the_gateway_closes(
 ) -> None:
     host_factory("p1")
     closing = asyncio.Event()
-    client = AsyncClient("p1", home=home)
+    hub = Hub(lambda key: AsyncClient(key.agent_id, home=home), lambda _key: Backoff(0.05, 2.0),
+              closing.is_set)  # fmt: skip
+    key = AgentKey("p1", None)
     allowed = [True]
     watch = Watch(closing, lambda: allowed[0], ping_seconds=0.01, check_seconds=0.01)
-    body = agent_stream(client, watch, after=HEAD)
+    client = AsyncClient("p1", home=home)
+    body = shared_stream(hub, key, watch, client=client, after=HEAD)
     assert await asyncio.wait_for(anext(body), DEADLINE) == PING
     closing.set()
     rest = [chunk async for chunk in body]
     assert rest in ([], [PING])
     assert not client.connected
+    assert hub.shared(key) is None  # the last stream closed the shared follow
     # a stream whose token no longer allows it ends as well
     closing = asyncio.Event()
+    hub.closing = closing.is_set
     watch = Watch(closing, lambda: allowed[0], ping_seconds=0.01, check_seconds=0.01)
-    body = agent_stream(AsyncClient("p1", home=home), watch, after=HEAD)
+    body = shared_stream(hub, key, watch, after=HEAD)
     assert await asyncio.wait_for(anext(body), DEADLINE) == PING
     allowed[0] = False
     assert len([chunk async for chunk in body]) <= 1
+    assert hub.shared(key) is None
 
 
 def test_revoking_a_token_ends_its_open_streams(
