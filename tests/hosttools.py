@@ -422,6 +422,16 @@ def lines_agent(code: str) -> list[str]:
     return [PY, "-u", "-c", code]
 
 
+ECHO = lines_agent(
+    "import sys\n"
+    "for line in sys.stdin:\n"
+    "    if line.startswith('exit'):\n"
+    "        sys.exit(0)\n"
+    "    print('echo ' + line.strip(), flush=True)\n"
+)
+"""A ``lines`` agent that prints ``echo LINE`` for each line, and exits at ``exit``."""
+
+
 def iter_offsets(events: Sequence[dict[str, Any]]) -> Iterator[int]:
     for e in events:
         yield int(e["offset"])

@@ -17,15 +17,7 @@ from agenthost.wire.client import StreamLimit
 
 from conftest import HostFactory
 from daemontools import flood_command
-from hosttools import DEADLINE, HostProc, lines_agent, wait_for
-
-ECHO = lines_agent(
-    "import sys\n"
-    "for line in sys.stdin:\n"
-    "    if line.startswith('exit'):\n"
-    "        sys.exit(0)\n"
-    "    print('echo ' + line.strip(), flush=True)\n"
-)
+from hosttools import DEADLINE, ECHO, HostProc, wait_for
 
 Item = StreamEvent | Gap
 

@@ -15,33 +15,8 @@ from typing import Any
 import httpx
 import psutil
 
-from hosttools import DEADLINE, HostProc, lines_agent, wait_for
-from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, until
-
-ECHO = lines_agent(
-    "import sys\n"
-    "for line in sys.stdin:\n"
-    "    if line.startswith('exit'):\n"
-    "        sys.exit(0)\n"
-    "    print('echo ' + line.strip(), flush=True)\n"
-)
-
-
-def say(api: httpx.Client, agent: str, text: str) -> int:
-    answer = api.post(f"/api/agents/{agent}/send", json={"input": text})
-    assert answer.status_code == 200, answer.text
-    offset: int = answer.json()["offset"]
-    return offset
-
-
-def echoed(text: str) -> Any:
-    return lambda e: e.event == "message" and e.json().get("data") == f"echo {text}"
-
-
-def head(host: HostProc) -> int:
-    with host.raw() as conn:
-        offset: int = conn.request("host.history", {"limit": 1})["payload"]["offset"]
-    return offset
+from hosttools import DEADLINE, ECHO, wait_for
+from webtools import Gateway, HostFactory, SseEvent, echoed, head, offsets, say, sse_events, until
 
 
 def connections(gateway: Gateway) -> int:

@@ -22,33 +22,19 @@ from agenthost.web.fanout import Hub, shared_stream
 from agenthost.web.payloads import PING, AgentKey
 from agenthost.web.sse import Watch
 
-from hosttools import DEADLINE, HEAD, HostProc, lines_agent, wait_for, wait_until
-from webtools import Gateway, HostFactory, SseEvent, offsets, sse_events, take, until
-
-ECHO = lines_agent(
-    "import sys\n"
-    "for line in sys.stdin:\n"
-    "    if line.startswith('exit'):\n"
-    "        sys.exit(0)\n"
-    "    print('echo ' + line.strip(), flush=True)\n"
+from hosttools import DEADLINE, ECHO, HEAD, HostProc, lines_agent, wait_for, wait_until
+from webtools import (
+    Gateway,
+    HostFactory,
+    SseEvent,
+    echoed,
+    head,
+    offsets,
+    say,
+    sse_events,
+    take,
+    until,
 )
-
-
-def say(api: httpx.Client, agent: str, text: str) -> int:
-    answer = api.post(f"/api/agents/{agent}/send", json={"input": text})
-    assert answer.status_code == 200, answer.text
-    offset: int = answer.json()["offset"]
-    return offset
-
-
-def echoed(text: str) -> object:
-    return lambda e: e.event == "message" and e.json().get("data") == f"echo {text}"
-
-
-def head(host: HostProc) -> int:
-    with host.raw() as conn:
-        offset: int = conn.request("host.history", {"limit": 1})["payload"]["offset"]
-    return offset
 
 
 @contextlib.contextmanager

@@ -201,3 +201,23 @@ def until(events: Iterator[SseEvent], predicate: Any) -> list[SseEvent]:
 def offsets(events: Sequence[SseEvent]) -> list[int]:
     """The offsets (SSE ids) of the stream events among ``events``."""
     return [int(e.id) for e in events if e.event == "message" and e.id is not None]
+
+
+def say(api: httpx.Client, agent: str, text: str) -> int:
+    """``POST /api/agents/AGENT/send``: the offset the host recorded the input at."""
+    answer = api.post(f"/api/agents/{agent}/send", json={"input": text})
+    assert answer.status_code == 200, answer.text
+    offset: int = answer.json()["offset"]
+    return offset
+
+
+def echoed(text: str) -> Callable[[SseEvent], bool]:
+    """Whether an event is the echo of ``text`` (hosttools.ECHO's)."""
+    return lambda e: e.event == "message" and e.json().get("data") == f"echo {text}"
+
+
+def head(host: HostProc) -> int:
+    """The host's newest offset."""
+    with host.raw() as conn:
+        offset: int = conn.request("host.history", {"limit": 1})["payload"]["offset"]
+    return offset
