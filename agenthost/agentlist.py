@@ -76,13 +76,15 @@ def merge(hosts: Sequence[HostSeen], known: Mapping[str, Json]) -> list[dict[str
 
 def cost_text(cost: float | None) -> str:
     """A session's cost in dollars as the table shows it (``-`` when unknown)."""
-    from agenthost.governance.budget import usd
+    if cost is None:
+        return "-"
+    from agenthost.governance.budget import usd  # (~7 ms to import: only for a cost)
 
-    return "-" if cost is None else usd(cost)
+    return usd(cost)
 
 
 def _host_row(item: Json) -> list[str]:
-    from agenthost.cli.views import uptime
+    from agenthost.timefmt import uptime
 
     if "agent" not in item:
         state = "unreachable" if item["alive"] else "stale"

@@ -24,6 +24,7 @@ SANS_IO = (
     "agenthost.wire.stream",
     "agenthost.protocol",
     "agenthost.jsontext",
+    "agenthost.agentlist",
     "agenthost.models",
     "agenthost.approval",
     "agenthost.position",

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from datetime import datetime
 
 from agenthost.textsafe import escape, escape_json
+from agenthost.timefmt import uptime as uptime
+from agenthost.timefmt import when as when
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,22 +75,9 @@ def json_text(obj: object) -> str:
     return escape_json(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
 
 
-def when(value: str | datetime) -> datetime:
-    """A timestamp of the protocol (RFC 3339 text, or a datetime already)."""
-    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
-
-
 def local_time(value: str | datetime) -> str:
     """A timestamp in this machine's time zone, as the views show it."""
     return when(value).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-
-
-def uptime(started_at: str | datetime, ended_at: str | datetime | None) -> str:
-    """How long an agent has run (or ran), Go-style (``1h2m3s``)."""
-    from agenthost.timefmt import go_duration
-
-    end = when(ended_at).timestamp() if ended_at else time.time()
-    return go_duration(end - when(started_at).timestamp())
 
 
 def state_text(state: str, style: Style) -> str:
