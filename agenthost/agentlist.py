@@ -9,6 +9,8 @@ time: the fast path's start-up is what it costs.
 
 from __future__ import annotations
 
+from agenthost.money import usd
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -76,11 +78,7 @@ def merge(hosts: Sequence[HostSeen], known: Mapping[str, Json]) -> list[dict[str
 
 def cost_text(cost: float | None) -> str:
     """A session's cost in dollars as the table shows it (``-`` when unknown)."""
-    if cost is None:
-        return "-"
-    from agenthost.governance.budget import usd  # (~7 ms to import: only for a cost)
-
-    return usd(cost)
+    return "-" if cost is None else usd(cost)
 
 
 def _host_row(item: Json) -> list[str]:

@@ -25,6 +25,7 @@ SANS_IO = (
     "agenthost.protocol",
     "agenthost.jsontext",
     "agenthost.agentlist",
+    "agenthost.money",
     "agenthost.models",
     "agenthost.approval",
     "agenthost.position",

@@ -94,7 +94,7 @@ def state_text(state: str, style: Style) -> str:
 
 def budget_text(budget: Json, style: Style) -> str:
     """An agent's budget: its limits, what it spent, and why it is over (in red)."""
-    from agenthost.governance.budget import usd
+    from agenthost.money import usd
 
     limits = [usd(budget["usd"]) if budget.get("usd") is not None else None]
     limits.append(f"{budget['tokens']} tokens" if budget.get("tokens") is not None else None)
@@ -139,7 +139,7 @@ def status_text(status: Json, style: Style, branch: str | None = None) -> str:
         if value is not None:
             rows.append((key.replace("_", " "), escape(str(value))))
     if a.get("cost_usd") is not None:
-        from agenthost.governance.budget import usd
+        from agenthost.money import usd
 
         rows.append(("cost", usd(a["cost_usd"])))
     if a.get("budget") is not None:  # (1.4)
