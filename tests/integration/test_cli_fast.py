@@ -399,6 +399,23 @@ def test_list_with_a_dead_socket_and_garbage_from_a_fake_host(
         (home / "hosts" / "g1.sock").unlink()
 
 
+def test_list_with_a_host_that_never_answers(home: Path) -> None:
+    (home / "hosts").mkdir(mode=0o700)
+    with fake_host(home / "hosts" / "s1.sock", lambda _: b""), lock_held(home, "s1"):
+        code, out, err = same_list(home, "--timeout", "0.3")
+    assert code == 0 and out.split("\n")[1].startswith("s1 unreachable") and not err
+
+
+@contextlib.contextmanager
+def lock_held(home: Path, agent_id: str) -> Iterator[None]:
+    """The host's lock held (by this process), as a live host holds it."""
+    import fcntl
+
+    with open(home / "hosts" / f"{agent_id}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def test_list_with_a_daemon_and_with_its_registry_only(
     world: DaemonWorld, host_factory: HostFactory
 ) -> None:
