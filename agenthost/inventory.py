@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -138,43 +138,21 @@ def remote_items(remote: Remote, out: bytes, *, name: str | None = None) -> list
     return [{**item, "machine": machine} for item in items]
 
 
-def only_daemon_known(
-    hosts: Iterable[DiscoveredHost], known: Mapping[str, DaemonAgent]
-) -> list[DaemonAgent]:
-    """The daemon's agents that have no socket in the hosts directory (lost, failed,
-    stopped, restarting), by id."""
-    seen = {h.agent_id for h in hosts}
-    return [r for agent_id, r in sorted(known.items()) if agent_id not in seen]
-
-
 def json_items(
     hosts: Sequence[DiscoveredHost], known: Mapping[str, DaemonAgent]
 ) -> list[dict[str, Any]]:
-    """``agenthost list --json``: one object per agent, sorted by agent id."""
-    out: list[dict[str, Any]] = []
-    for h in hosts:
-        item: dict[str, Any] = {
-            "agent_id": h.agent_id,
-            "socket_path": str(h.socket_path),
-            "reachable": h.status is not None,
-            "alive": h.alive,
-        }
-        if h.status is not None:
-            item["agent"] = h.status.agent.model_dump(mode="json", exclude_none=True)
-            item["host"] = h.status.host.model_dump(mode="json", exclude_none=True)
-        else:
-            item["error"] = h.error
-        if h.agent_id in known:
-            item["daemon"] = known[h.agent_id].model_dump(mode="json", exclude_none=True)
-        out.append(item)
-    for record in only_daemon_known(hosts, known):
-        out.append(
-            {
-                "agent_id": record.agent_id,
-                "reachable": False,
-                "alive": False,
-                "daemon": record.model_dump(mode="json", exclude_none=True),
-            }
+    """``agenthost list --json``: one object per agent, sorted by agent id
+    (:func:`agenthost.agentlist.merge` of the models' JSON)."""
+    from agenthost.agentlist import HostSeen, merge
+
+    seen = [
+        HostSeen(
+            h.agent_id,
+            str(h.socket_path),
+            None if h.status is None else h.status.model_dump(mode="json", exclude_none=True),
+            h.error,
+            h.alive,
         )
-    out.sort(key=lambda item: str(item["agent_id"]))
-    return out
+        for h in hosts
+    ]
+    return merge(seen, {k: r.model_dump(mode="json", exclude_none=True) for k, r in known.items()})

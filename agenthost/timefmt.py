@@ -40,3 +40,14 @@ def short_duration(seconds: float) -> str:
     if seconds < 59.95:  # would round to "60.0s"
         return f"{seconds:.1f}s"
     return go_duration(seconds)
+
+
+def when(value: str | datetime) -> datetime:
+    """A timestamp of the protocol (RFC 3339 text, or a datetime already)."""
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+def uptime(started_at: str | datetime, ended_at: str | datetime | None) -> str:
+    """How long an agent has run (or ran), Go-style (``1h2m3s``)."""
+    end = when(ended_at).timestamp() if ended_at else time.time()
+    return go_duration(end - when(started_at).timestamp())

@@ -7,8 +7,12 @@ one run, and a bare ``python -c pass`` of the same interpreter for the floor.
 CPU: user + system time of the child (``os.wait4``'s rusage), median over the runs; the
 host's side is not counted. One demo host answers status, ping, pending, send and
 respond (a respond to a request id nobody asked: a full round trip, exit status 9);
-ten hosts answer ``list``. ``attach --no-follow`` replays 1,000 output events of a
-``lines`` host to a pipe (click path only: the fast path does not attach).
+ten hosts answer ``list`` (eleven sockets: the ``lines`` host's too), first with no daemon,
+then with a daemon running in the home (started by ``agenthost daemon``, stopped at the
+end); in this process, the CPU of list's probes of those hosts by a thread each (what
+the fast path does) against one after the other. ``attach --no-follow`` replays 1,000
+output events of a ``lines`` host to a pipe (click path only: the fast path does not
+attach).
 """
 
 from __future__ import annotations
@@ -85,6 +89,78 @@ def stop_all(env: dict[str, str], home: Path) -> None:
         )
 
 
+def both(
+    args: list[str], env: dict[str, str], slow_env: dict[str, str], runs: int
+) -> dict[str, Any]:
+    """``agenthost ARGS`` by the fast path and by the click path, interleaved (load on
+    the machine hits both alike): the median CPU of each, and the exit statuses seen."""
+    fast: list[float] = []
+    slow: list[float] = []
+    codes = set()
+    for _ in range(runs):
+        cpu, code, _ = child_cpu([*AGENTHOST, *args], env)
+        fast.append(cpu)
+        codes.add(code)
+        cpu, code, _ = child_cpu([*AGENTHOST, *args], slow_env)
+        slow.append(cpu)
+        codes.add(code)
+    return {
+        "fast_ms": statistics.median(fast) * 1000,
+        "click_ms": statistics.median(slow) * 1000,
+        "exit": sorted(codes),
+    }
+
+
+def start_daemon(env: dict[str, str], home: Path) -> None:
+    """``agenthost daemon`` in the background, once it answers (with a deadline)."""
+    log = (home / "daemon.out").open("wb")
+    subprocess.Popen(
+        [*AGENTHOST, "daemon"], env=env, stdout=log, stderr=log, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done = subprocess.run([*AGENTHOST, "daemon", "status"], env=env, capture_output=True)
+        if done.returncode == 0:
+            return
+        time.sleep(0.2)  # (a benchmark's poll, not a test)
+    raise RuntimeError("the daemon did not answer")
+
+
+def probes_cpu(home: Path, runs: int) -> dict[str, float]:
+    """Median CPU (ms, this process) of ``list``'s fast path asking the hosts of
+    ``home`` and the daemon: a thread a host (what it does), and one after the other."""
+    import resource
+
+    from agenthost.cli import fastlist
+    from agenthost.paths import agent_id_from_socket, hosts_dir
+
+    sockets = sorted(
+        (agent_id, path)
+        for path in hosts_dir(home).iterdir()
+        if (agent_id := agent_id_from_socket(path)) is not None
+    )
+
+    def threads() -> None:
+        fastlist.gather(home, None, 1.0)
+
+    def one_by_one() -> None:
+        for agent_id, path in sockets:
+            fastlist._probe(agent_id, path, 1.0)
+        fastlist._known(home, 1.0)
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    spent: dict[str, list[float]] = {"threads": [], "one_by_one": []}
+    for _ in range(runs * 3):
+        for name, job in (("threads", threads), ("one_by_one", one_by_one)):
+            before = cpu()
+            job()
+            spent[name].append(cpu() - before)
+    return {name: statistics.median(v) * 1000 for name, v in spent.items()}
+
+
 def measure(runs: int) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="ahb-", dir="/tmp"))
     env = {**os.environ, "AGENTHOST_HOME": str(home), "AGENTHOST_DEMO_PACE": "0"}
@@ -101,21 +177,10 @@ def measure(runs: int) -> dict[str, Any]:
         floor = [child_cpu([sys.executable, "-c", "pass"], env)[0] for _ in range(runs)]
         rows: dict[str, dict[str, Any]] = {}
         for name, args in VERBS.items():
-            fast: list[float] = []
-            slow: list[float] = []
-            codes = set()
-            for _ in range(runs):  # interleaved: load on the machine hits both alike
-                cpu, code, _ = child_cpu([*AGENTHOST, *args], env)
-                fast.append(cpu)
-                codes.add(code)
-                cpu, code, _ = child_cpu([*AGENTHOST, *args], slow_env)
-                slow.append(cpu)
-                codes.add(code)
-            rows[name] = {
-                "fast_ms": statistics.median(fast) * 1000,
-                "click_ms": statistics.median(slow) * 1000,
-                "exit": sorted(codes),
-            }
+            rows[name] = both(args, env, slow_env, runs)
+        probes = probes_cpu(home, runs)
+        start_daemon(env, home)
+        rows["list (10 agents, a daemon running)"] = both(["list"], env, slow_env, runs)
         attach = [
             child_cpu([*AGENTHOST, "attach", "flood", "--no-follow"], env) for _ in range(runs)
         ]
@@ -124,6 +189,7 @@ def measure(runs: int) -> dict[str, Any]:
             for _ in range(runs)
         ]
     finally:
+        subprocess.run([*AGENTHOST, "daemon", "stop"], env=env, capture_output=True, timeout=60)
         stop_all(env, home)
         shutil.rmtree(home, ignore_errors=True)
     return {
@@ -135,6 +201,7 @@ def measure(runs: int) -> dict[str, Any]:
         "verbs": rows,
         "attach_1000_ms": statistics.median(a[0] for a in attach) * 1000,
         "attach_1000_bytes": attach[0][2],
+        "list_probes_ms": probes,
         "attach_1000_json_ms": statistics.median(a[0] for a in attach_json) * 1000,
     }
 
@@ -157,6 +224,10 @@ def report(result: dict[str, Any]) -> str:
         f"| `agenthost attach ID --no-follow`, 1,000 events to a pipe | – | "
         f"{result['attach_1000_ms']:.0f} ms | 0 |",
         f"| the same with `--json` | – | {result['attach_1000_json_ms']:.0f} ms | 0 |",
+        "",
+        f"list's probes of 11 sockets and no daemon, in-process CPU: "
+        f"a thread each {result['list_probes_ms']['threads']:.1f} ms, one after the other "
+        f"{result['list_probes_ms']['one_by_one']:.1f} ms",
     ]
     return "\n".join(lines)
 

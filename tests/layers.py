@@ -24,6 +24,8 @@ SANS_IO = (
     "agenthost.wire.stream",
     "agenthost.protocol",
     "agenthost.jsontext",
+    "agenthost.agentlist",
+    "agenthost.money",
     "agenthost.models",
     "agenthost.approval",
     "agenthost.position",

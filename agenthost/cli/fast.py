@@ -1,5 +1,6 @@
 """The fast path of the commands scripts call most: ``status``, ``ping``, ``pending``,
-``send``, ``respond`` of a local agent, on the standard library alone.
+``send``, ``respond`` of a local agent, and ``list`` of this machine
+(:mod:`agenthost.cli.fastlist`), on the standard library alone.
 
 Click, pydantic and asyncio cost a few hundred milliseconds of CPU to import; a shell
 prompt or ``watch`` calling ``agenthost status`` pays them every time. Here the plain,
@@ -99,21 +100,12 @@ def run_fast(argv: list[str]) -> int | None:
     changes anything)."""
     if any(name.startswith("_AGENTHOST_COMPLETE") for name in os.environ):
         return None  # shell completion
-    parsed = parse(argv)
-    if parsed is None:
-        return None
     try:
-        home, path = _where(parsed)
-    except AgentHostError:
-        return None  # a home or an id the click path refuses, in its words
-    agent_id = parsed.args[0]
-    try:
-        with QuickClient(path, agent_id) as client:
-            try:
-                client.connect()
-            except (RequestTimeout, Forbidden) as exc:
-                return _report(exc, parsed, home)
-            return _run(parsed, client, home)
+        if argv[:1] == ["list"]:
+            from agenthost.cli.fastlist import run_list
+
+            return run_list(argv[1:])
+        return _verb(argv)
     except NotMine:
         return None
     # what click's main does with these two
@@ -124,6 +116,22 @@ def run_fast(argv: list[str]) -> int | None:
     except (EOFError, KeyboardInterrupt):
         _write(sys.stderr, "\nAborted!")
         return 1
+
+
+def _verb(argv: list[str]) -> int | None:
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    try:
+        home, path = _where(parsed)
+    except AgentHostError:
+        return None  # a home or an id the click path refuses, in its words
+    with QuickClient(path, parsed.args[0]) as client:
+        try:
+            client.connect()
+        except (RequestTimeout, Forbidden) as exc:
+            return _report(exc, parsed, home)
+        return _run(parsed, client, home)
 
 
 def _where(parsed: Args) -> tuple[Path, str]:

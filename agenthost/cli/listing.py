@@ -9,88 +9,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agenthost.cli.render import uptime_of
-from agenthost.inventory import json_items, only_daemon_known
+from agenthost.agentlist import BASE_HEADERS, CUT, DAEMON_HEADERS, cost_text
+from agenthost.agentlist import table_rows as item_rows
+from agenthost.inventory import json_items
 
 if TYPE_CHECKING:
     from agenthost.client import DiscoveredHost
     from agenthost.daemon.protocol import DaemonAgent
 
-TASK_WIDTH = 32
-"""Columns a task title gets in the table before it is cut with an ellipsis."""
-CUT = {"task": TASK_WIDTH}
-"""The columns :func:`agenthost.cli.render.table` cuts (rows hold whole raw text)."""
-
-BASE_HEADERS = ("agent", "state", "backend", "project", "task", "pid", "uptime", "cost")
-DAEMON_HEADERS = ("daemon", "restarts")
-
-
-def cost_text(cost: float | None) -> str:
-    """A session's cost in dollars as the table shows it (``-`` when unknown)."""
-    from agenthost.governance.budget import usd
-
-    return "-" if cost is None else usd(cost)
-
-
-def _host_row(host: DiscoveredHost) -> list[str]:
-    if host.status is None:
-        state = "unreachable" if host.alive else "stale"
-        return [host.agent_id, state, "", "", "", "-", "", "-"]
-    a = host.status.agent
-    return [
-        a.id,
-        a.state,
-        (a.backend or "")
-        + (f" {a.terminal.cols}x{a.terminal.rows}" if a.terminal else "")
-        + (f" [{a.sandbox}]" if a.sandbox else ""),
-        a.project,
-        a.task or "",
-        str(a.pid or "-"),
-        uptime_of(a),
-        cost_text(a.cost_usd),
-    ]
-
-
-_NO_HOST_STATUSES = frozenset({"lost", "unreachable", "restarting", "spawning", "failed"})
-"""Daemon statuses under which the agent state it last recorded is stale: no host is
-running the agent now, so the table shows ``-`` rather than a misleading ``running``."""
-
-
-def _record_row(record: DaemonAgent) -> list[str]:
-    spec = record.spec
-    state = "-" if record.status in _NO_HOST_STATUSES else (record.state or "-")
-    return [
-        record.agent_id,
-        state,
-        spec.agent if spec else "",
-        spec.project if spec else "",
-        (spec.task or "") if spec else "",
-        "-",
-        "",
-        "-",
-    ]
-
 
 def table_rows(
     hosts: Sequence[DiscoveredHost], known: Mapping[str, DaemonAgent]
 ) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows, sorted by agent id. The daemon's columns appear only when a
-    daemon (or its registry) knows something."""
-    rows = [_host_row(h) for h in hosts]
-    rows += [_record_row(r) for r in only_daemon_known(hosts, known)]
-    headers = list(BASE_HEADERS)
-    if known:
-        headers += DAEMON_HEADERS
-        branches = any(entry.branch for entry in known.values())
-        if branches:  # (agents in worktrees of their own: run --worktree)
-            headers.append("branch")
-        for row in rows:
-            entry = known.get(row[0])
-            row += [entry.status, str(entry.restarts)] if entry else ["-", ""]
-            if branches:
-                row.append((entry.branch or "") if entry else "")
-    rows.sort(key=lambda row: row[0])
-    return headers, rows
+    """Headers and rows, sorted by agent id (:func:`agenthost.agentlist.table_rows` of
+    :func:`json_items`). The daemon's columns appear only when a daemon (or its
+    registry) knows something."""
+    return item_rows(json_items(hosts, known))
 
 
 def machine_rows(
@@ -150,4 +84,12 @@ def _read(model: Any, data: Any) -> Any:
         return None
 
 
-__all__ = ["CUT", "cost_text", "json_items", "machine_rows", "table_rows"]
+__all__ = [
+    "BASE_HEADERS",
+    "CUT",
+    "DAEMON_HEADERS",
+    "cost_text",
+    "json_items",
+    "machine_rows",
+    "table_rows",
+]

@@ -33,9 +33,20 @@ class NotMine(Exception):
 class QuickClient:
     """One connection to the host at ``path`` (for messages: ``agent``, its id)."""
 
-    def __init__(self, path: str, agent: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        agent: str,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        request_timeout: float = REQUEST_TIMEOUT,
+        ping: str = "host.ping",
+    ) -> None:
         self.path = path
         self.peer = f"the host for agent {agent!r}"
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._ping_type = ping  # (the daemon's is daemon.ping: the same handshake)
         self._sock: socket.socket | None = None
         self._buf = bytearray()
         self._ids = 0
@@ -55,7 +66,7 @@ class QuickClient:
         package's version, RequestTimeout when its ping is not answered."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self._sock = sock
-        sock.settimeout(CONNECT_TIMEOUT)
+        sock.settimeout(self.connect_timeout)
         try:
             sock.connect(self.path)
             pid, uid, _ = _CRED.unpack(
@@ -69,7 +80,7 @@ class QuickClient:
 
             raise foreign_server("host", self.path, pid, uid, os.getuid())
         try:
-            ping = self.request("host.ping")
+            ping = self.request(self._ping_type)
         except AgentHostError as exc:
             if isinstance(exc, RequestTimeout):
                 raise  # the click path would wait as long, and say the same
@@ -88,7 +99,7 @@ class QuickClient:
         envelope: dict[str, object] = {"type": mtype, "id": rid}
         if payload is not None:
             envelope["payload"] = payload
-        self._sock.settimeout(REQUEST_TIMEOUT)
+        self._sock.settimeout(self.request_timeout)
         try:
             self._sock.sendall(json.dumps(envelope, separators=(",", ":")).encode() + b"\n")
         except OSError as exc:
@@ -136,7 +147,7 @@ class QuickClient:
                 data = self._sock.recv(_READ)
             except TimeoutError:
                 raise RequestTimeout(
-                    f"{self.peer} did not answer {mtype} within {REQUEST_TIMEOUT:g}s",
+                    f"{self.peer} did not answer {mtype} within {self.request_timeout:g}s",
                     hint="it may be stopped (SIGSTOP) or overloaded; `agenthost list` shows it",
                 ) from None
             except OSError as exc:

@@ -16,7 +16,7 @@ from agenthost.cli.views import Style as Style
 from agenthost.cli.views import fit as fit
 from agenthost.cli.views import status_text, uptime
 from agenthost.cli.views import table as table
-from agenthost.governance.budget import usd
+from agenthost.money import usd
 from agenthost.textsafe import LINES, escape
 from agenthost.timefmt import short_duration
 

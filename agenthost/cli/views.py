@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from datetime import datetime
 
 from agenthost.textsafe import escape, escape_json
+from agenthost.timefmt import uptime as uptime
+from agenthost.timefmt import when as when
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,22 +75,9 @@ def json_text(obj: object) -> str:
     return escape_json(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
 
 
-def when(value: str | datetime) -> datetime:
-    """A timestamp of the protocol (RFC 3339 text, or a datetime already)."""
-    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
-
-
 def local_time(value: str | datetime) -> str:
     """A timestamp in this machine's time zone, as the views show it."""
     return when(value).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-
-
-def uptime(started_at: str | datetime, ended_at: str | datetime | None) -> str:
-    """How long an agent has run (or ran), Go-style (``1h2m3s``)."""
-    from agenthost.timefmt import go_duration
-
-    end = when(ended_at).timestamp() if ended_at else time.time()
-    return go_duration(end - when(started_at).timestamp())
 
 
 def state_text(state: str, style: Style) -> str:
@@ -106,7 +94,7 @@ def state_text(state: str, style: Style) -> str:
 
 def budget_text(budget: Json, style: Style) -> str:
     """An agent's budget: its limits, what it spent, and why it is over (in red)."""
-    from agenthost.governance.budget import usd
+    from agenthost.money import usd
 
     limits = [usd(budget["usd"]) if budget.get("usd") is not None else None]
     limits.append(f"{budget['tokens']} tokens" if budget.get("tokens") is not None else None)
@@ -151,7 +139,7 @@ def status_text(status: Json, style: Style, branch: str | None = None) -> str:
         if value is not None:
             rows.append((key.replace("_", " "), escape(str(value))))
     if a.get("cost_usd") is not None:
-        from agenthost.governance.budget import usd
+        from agenthost.money import usd
 
         rows.append(("cost", usd(a["cost_usd"])))
     if a.get("budget") is not None:  # (1.4)
@@ -201,6 +189,8 @@ def fit(text: str, width: int | None) -> str:
         text = " ".join(text.split())
     if width is None:
         return text
+    if _plain(text):
+        return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
     from wcwidth import wcswidth, wcwidth  # (not for serve: only what prints tables)
 
     if wcswidth(text) <= width:
@@ -215,6 +205,21 @@ def fit(text: str, width: int | None) -> str:
     return "".join(out) + "…"
 
 
+def _plain(text: str) -> bool:
+    # printable ASCII: one column a character, as wcwidth says, without its ~15 ms import
+    return text.isascii() and text.isprintable()
+
+
+def columns(text: str) -> int:
+    """The terminal columns of one line of escaped text (wide characters count two; never
+    less than its characters, as wcwidth says -1 for what it cannot tell)."""
+    if _plain(text):
+        return len(text)
+    from wcwidth import wcswidth
+
+    return max(wcswidth(text), len(text))
+
+
 def table(
     headers: Sequence[str], rows: Sequence[Sequence[str]], cut: Mapping[str, int] | None = None
 ) -> str:
@@ -222,25 +227,20 @@ def table(
     cell escaped, a newline in a cell going on on the next line in its column. The
     cells of the columns of ``cut`` (header: width) are put on one line and cut to that
     width."""
-    from wcwidth import wcswidth
-
     limits = [(cut or {}).get(h) for h in headers]
 
     def lines_of(cell: str, limit: int | None) -> list[str]:
         text = escape(cell, "\n")
         return [fit(text, limit)] if limit is not None else text.split("\n")
 
-    def width(line: str) -> int:
-        return max(wcswidth(line), len(line))  # (wcswidth is -1 for what it cannot tell)
-
     def pad(line: str, w: int) -> str:
-        return line + " " * (w - width(line))
+        return line + " " * (w - columns(line))
 
     grid = [[lines_of(c, n) for c, n in zip(row, limits, strict=True)] for row in rows]
     widths = [len(h) for h in headers]
     for cells in grid:
         for i, cell in enumerate(cells):
-            widths[i] = max(widths[i], *map(width, cell))
+            widths[i] = max(widths[i], *map(columns, cell))
     lines = ["  ".join(pad(h.upper(), w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for cells in grid:
         for n in range(max(len(cell) for cell in cells)):

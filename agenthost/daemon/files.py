@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from agenthost.errors import AgentHostError, Busy
@@ -56,6 +55,8 @@ def purge_journal(home: Path, agent_id: str) -> bool:
     # a symlink is not a journal a host made: never follow it out of the home
     if directory.is_symlink() or not directory.is_dir():
         return False
+    import shutil  # (not at the top: `list` imports this module for its paths)
+
     try:
         shutil.rmtree(directory)
     except OSError as exc:

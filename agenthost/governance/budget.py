@@ -24,6 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
+from agenthost.money import USD_DIGITS as USD_DIGITS
+from agenthost.money import usd as usd
+
 Limit = Literal["usd", "tokens"]
 
 USD_MAX: Final = 1e9
@@ -93,11 +96,6 @@ def turn_tokens(usage: object) -> int:
     return int(sum(_number(usage.get(name)) or 0 for name in TOKEN_FIELDS))
 
 
-USD_DIGITS = 4
-"""Significant digits an amount keeps (at least cents): a budget of $0.001 reads
-``$0.001``, never ``$0.00``."""
-
-
 def usd_limit(value: float) -> float:
     """``value`` if it can be a USD limit: a finite number from 0 to :data:`USD_MAX`;
     ValueError (:data:`USD_RULE`) otherwise. The one rule for every way a limit is given
@@ -111,23 +109,6 @@ def usd_limit(value: float) -> float:
     ):
         raise ValueError(f"{USD_RULE}, not {value!r}")
     return float(value)
-
-
-def usd(amount: float) -> str:
-    """An amount in dollars as every view shows it: cents at least (``$12.50``), and
-    below that as many decimals as :data:`USD_DIGITS` significant digits need, trailing
-    zeros dropped (``$0.001``, ``$0.00105``, ``$1.005``, ``$0.00``). Not finite: as
-    Python spells it (``$nan``), never an exception."""
-    if not math.isfinite(amount):
-        return f"${amount}"
-    digits = 2
-    if amount != 0:
-        digits = max(2, min(12, USD_DIGITS - 1 - math.floor(math.log10(abs(amount)))))
-    text = f"{amount:.{digits}f}"
-    if digits > 2:
-        text = text.rstrip("0")
-        text += "0" * (2 - len(text.partition(".")[2]))
-    return "$" + text
 
 
 def observe(state: BudgetState, result: Mapping[str, Any]) -> tuple[BudgetState, Crossing | None]:

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from agenthost._version import __version__
 from agenthost.protocol import PROTOCOL_VERSION
 
 from conftest import HostFactory
+from daemontools import DaemonWorld
 from hosttools import HostProc, events_until, is_state, wait_for
 
 _SCRIPT = Path(sys.executable).with_name("agenthost")
@@ -293,25 +295,139 @@ def test_a_frame_over_the_client_limit_is_a_protocol_error(home: Path) -> None:
     assert seen.count("host.send") == 1
 
 
+HEAVY = {"click", "pydantic", "asyncio", "structlog", "agenthost.models"}
+
+
+def loaded(home: Path, *args: str, fast: bool) -> set[str]:
+    """The modules ``agenthost ARGS`` imports."""
+    env = {**os.environ, "AGENTHOST_HOME": str(home)}
+    env.pop("AGENTHOST_NO_FAST", None)
+    if not fast:
+        env["AGENTHOST_NO_FAST"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agenthost", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+
+
 def test_the_fast_path_ran(demo: HostProc) -> None:
     """Not vacuous: the fast runs above loaded neither click nor pydantic."""
-
-    def loaded(*args: str, fast: bool) -> set[str]:
-        env = {**os.environ, "AGENTHOST_HOME": str(demo.home)}
-        env.pop("AGENTHOST_NO_FAST", None)
-        if not fast:
-            env["AGENTHOST_NO_FAST"] = "1"
-        done = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "agenthost", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
-
-    heavy = {"click", "pydantic", "asyncio", "structlog", "typing", "agenthost.models"}
     for case in [("status", "d1"), ("ping", "d1"), ("pending", "d1"), ("send", "d1", "x")]:
-        assert not loaded(*case, fast=True) & heavy, case
-    assert loaded("status", "d1", fast=False) >= {"click", "pydantic", "asyncio"}
+        assert not loaded(demo.home, *case, fast=True) & (HEAVY | {"typing"}), case
+    assert not loaded(demo.home, "list", fast=True) & HEAVY
+    assert loaded(demo.home, "status", "d1", fast=False) >= {"click", "pydantic", "asyncio"}
+
+
+# `agenthost list` (agenthost/cli/fastlist.py): a table's UPTIME cell moves between two
+# runs, and the columns' widths with it
+_UPTIME_CELL = re.compile(r"(?<=\s)(\d+h)?(\d+m)?\d+(\.\d+)?s(?=\s)")
+
+
+def same_list(home: Path, *args: str) -> Run:
+    """``agenthost list ARGS`` both ways (the table's uptime and spacing aside)."""
+
+    def flat(result: Run) -> Run:
+        code, out, err = result
+        out = "\n".join(_UPTIME_CELL.sub("<t>", " ".join(ln.split())) for ln in out.split("\n"))
+        return code, out, err
+
+    fast, slow = flat(run(home, "list", *args)), flat(run(home, "list", *args, fast=False))
+    assert fast == slow, args
+    return fast
+
+
+LIST_CASES = [
+    (),
+    ("--json",),
+    ("--project", "site"),
+    ("--project", "site", "--json"),
+    ("--project", "none"),
+    ("--timeout", "0.5", "--json"),
+    # usage errors and what the fast path leaves to click
+    ("--timeout", "0.01"),
+    ("--timeout", "x"),
+    ("--timeout",),
+    ("extra",),
+    ("--json", "--json", "--bogus"),
+    ("--help",),
+]
+
+
+def test_list_prints_and_exits_the_same_both_ways(
+    host_factory: HostFactory, home: Path, tmp_path: Path
+) -> None:
+    none = {args: same_list(home, *args) for args in LIST_CASES}
+    assert none[()] == (0, "", "no agents\n") and none[("--json",)] == (0, "[]\n", "")
+    hosts = [
+        host_factory(agent_id, "--agent", "demo", "--project", project, "--task", "T")
+        for agent_id, project in [("c1", "site"), ("a2", ""), ("b3", "site")]
+    ]
+    for host in hosts:
+        host.wait_state("idle")
+    three = {args: same_list(home, *args) for args in LIST_CASES}
+    assert [ln.split()[0] for ln in three[()][1].splitlines()] == ["AGENT", "a2", "b3", "c1"]
+    assert [i["agent_id"] for i in json.loads(three[("--project", "site", "--json")][1])] == [
+        "b3",
+        "c1",
+    ]
+    assert three[("--timeout", "0.01")][0] == 2 and three[("extra",)][0] == 2
+    # --home wins over the environment's home
+    other = tmp_path / "h"
+    assert same_list(home, "--home", str(other)) == (0, "", "no agents\n")
+
+
+def test_list_with_a_dead_socket_and_garbage_from_a_fake_host(
+    host_factory: HostFactory, home: Path
+) -> None:
+    host_factory("d1", "--agent", "demo").wait_state("idle")
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(home / "hosts" / "x1.sock"))
+    dead.close()  # (a socket file nobody listens on, and no lock: a dead host's)
+    code, out, _ = same_list(home)
+    assert code == 0 and "x1 stale" in out and "d1 idle" in out
+    for garbage in [b"\x00\xffnonsense\n", b"[1, 2]\n", b'{"kind":"response","success":true}\n']:
+        with fake_host(home / "hosts" / "g1.sock", _ping_then(garbage)):
+            code, out, err = same_list(home, "--json")
+            assert code == 0 and "Traceback" not in err
+            items = {i["agent_id"]: i for i in json.loads(out)}
+            assert not items["g1"]["reachable"] and items["d1"]["reachable"]
+        (home / "hosts" / "g1.sock").unlink()
+
+
+def test_list_with_a_host_that_never_answers(home: Path) -> None:
+    (home / "hosts").mkdir(mode=0o700)
+    with fake_host(home / "hosts" / "s1.sock", lambda _: b""), lock_held(home, "s1"):
+        code, out, err = same_list(home, "--timeout", "0.3")
+    assert code == 0 and out.split("\n")[1].startswith("s1 unreachable") and not err
+
+
+@contextlib.contextmanager
+def lock_held(home: Path, agent_id: str) -> Iterator[None]:
+    """The host's lock held (by this process), as a live host holds it."""
+    import fcntl
+
+    with open(home / "hosts" / f"{agent_id}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def test_list_with_a_daemon_and_with_its_registry_only(
+    world: DaemonWorld, host_factory: HostFactory
+) -> None:
+    daemon = world.start_daemon()
+    world.spawn("w1", ["sh", "-c", "echo hi; exec sleep 600"], project="site")
+    host_factory("d1", "--agent", "demo").wait_state("idle")
+    # (the daemon answers a spawn once the host serves)
+    for args in [(), ("--json",), ("--project", "site")]:
+        code, out, _ = same_list(world.home, *args)
+        assert code == 0 and "w1" in out and ("d1" in out) == (args != ("--project", "site"))
+    assert not loaded(world.home, "list", fast=True) & HEAVY  # (the daemon asked, fast)
+    daemon.signal(signal.SIGTERM)
+    daemon.wait_exit()
+    code, out, err = same_list(world.home)
+    assert code == 0 and "w1" in out and err.startswith("(no daemon answers")
