@@ -32,6 +32,7 @@ class HostSeen:
     payload, or the error text and whether its lock is held (False: a dead host's
     leftover)."""
 
+    # (written out, not a dataclass: importing dataclasses is start-up the fast path pays)
     __slots__ = ("agent_id", "alive", "error", "socket_path", "status")
 
     def __init__(
