@@ -1,0 +1,1 @@
+"""Automation: agents on a schedule and agents started by signed webhooks (docs/automation.md)."""
