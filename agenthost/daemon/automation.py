@@ -39,6 +39,7 @@ from agenthost.automation.model import (
     ScheduleSpec,
 )
 from agenthost.automation.plan import TurnEnd, Turns, decide
+from agenthost.daemon.registry import redacted
 from agenthost.daemon.runstore import RunStore, Schedule
 from agenthost.errors import AgentHostError, AgentNotRunning, ConfigError, RegistryError
 from agenthost.names import FINAL_STATES, AgentState
@@ -165,8 +166,12 @@ class Automation:
         """A schedule, its last run and its next due time."""
         schedule = self._known(name)
         last = self.store.runs("schedule", name, limit=1)
+        spec = schedule.spec
+        if spec.target.new is not None:  # the names of its --env, not their values
+            shown = redacted(spec.target.new)
+            spec = spec.model_copy(update={"target": RunTarget(new=shown)})
         return ScheduleInfo(
-            spec=schedule.spec,
+            spec=spec,
             created_at=_dt(schedule.created_at),
             next_at=_dt(schedule.next_at) if schedule.next_at is not None else None,
             last=last[0] if last else None,

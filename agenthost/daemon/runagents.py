@@ -50,4 +50,4 @@ class SupervisedAgents:
         record = agent.record
         if record.status not in (AgentStatus.RUNNING, AgentStatus.UNREACHABLE):
             return None
-        return record.state or None
+        return record.state or "starting"
