@@ -94,7 +94,7 @@ def add(
         print_json({"ok": True, **answer.model_dump(mode="json")})
         return
     click.echo(f"schedule {name}: {_cron(answer.spec)} -> {answer.spec.target.describe()}")
-    click.echo(f"next run {_when(answer.next_at)}")
+    click.echo(f"next run {_when(answer.next_at, answer.spec.tz)}")
 
 
 @schedule.command("list", short_help="The schedules, their last and next runs.")
@@ -120,7 +120,7 @@ def list_(home: Path | None, as_json: bool) -> None:
         else:
             lastly = "-"
         rows.append((info.spec.name, _cron(info.spec), info.spec.target.describe(), lastly,
-                     _when(info.next_at)))  # fmt: skip
+                     _when(info.next_at, info.spec.tz)))  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         click.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]))
@@ -194,7 +194,14 @@ def _cron(spec: Any) -> str:
     return f"{spec.cron} ({spec.tz})" if spec.tz else spec.cron
 
 
-def _when(value: datetime | None) -> str:
+def _when(value: datetime | None, tz: str | None = None) -> str:
+    """A time in the schedule's zone when it has one (03:00 CET), else the local one."""
     if value is None:
         return "-"
-    return value.astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    from agenthost.automation.cron import zone
+
+    try:
+        local = value.astimezone(zone(tz))
+    except ValueError:
+        local = value.astimezone()
+    return local.strftime("%Y-%m-%d %H:%M %Z")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -396,17 +397,17 @@ class Automation:
         elif kind == "error" and (event.model_extra or {}).get("turn_failed") is True:
             turns.turn(failed=True)
         elif kind == "state" and event.state == AgentState.IDLE:
-            for run_id, how in turns.idle():
+            for run_id, how in turns.idle(event.offset):
                 self._ended(run_id, how)
         elif kind == "state" and event.state in FINAL_STATES:
-            for run_id, how in turns.idle(stopped=True):
+            for run_id, how in turns.idle(event.offset, stopped=True):
                 self._ended(run_id, how)
 
     def on_gone(self, agent_id: str) -> None:
         """The agent's host is gone: its runs end (``stopped``)."""
         turns = self.turns.pop(agent_id, None)
         if turns is not None:
-            for run_id, how in turns.idle(stopped=True):
+            for run_id, how in turns.idle(math.inf, stopped=True):
                 self._ended(run_id, how)
 
     def _turns(self, agent_id: str) -> Turns:

@@ -70,6 +70,7 @@ def test_a_run_sends_to_an_agent_records_it_in_its_journal_and_a_replay_is_ignor
     entries = journal(world, "a1")
     users = [e for e in entries if e["role"] == "user"]
     assert [u["content"] for u in users] == ["please review pull request 7"]  # once
+    assert any(e["role"] == "assistant" and e["offset"] > users[0]["offset"] for e in entries)
     record = next(e for e in entries if e["role"] == "governance")
     assert record["offset"] < users[0]["offset"] == done["offset"]
     governance = record["governance"]
@@ -92,12 +93,12 @@ def test_a_new_agent_per_run_is_stopped_once_it_answered_and_keeps_its_journal(
     world.start_daemon()
     added = world.cli(
         "schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Paris",
-        "--new", "--agent-id", "deps", "--agent", "demo", "--env", "AGENTHOST_DEMO_PACE=0",
+        "--new", "--agent-id", "deps", "--agent", "demo", "--env", "DEPLOY_TOKEN=s3cret",
         "--budget-usd", "3", "--json", "update the dependencies",
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     info = json.loads(added.stdout)
-    assert info["spec"]["target"]["new"]["env"] == {"AGENTHOST_DEMO_PACE": "<redacted>"}
+    assert info["spec"]["target"]["new"]["env"] == {"DEPLOY_TOKEN": "<redacted>"}
     assert info["next_at"].endswith(("T02:00:00Z", "T01:00:00Z"))  # 03:00 in Paris
     now = world.cli("schedule", "run-now", "nightly", "--json")
     assert now.returncode == 0, now.stderr
@@ -108,7 +109,10 @@ def test_a_new_agent_per_run_is_stopped_once_it_answered_and_keeps_its_journal(
     assert done["result"] == "done"
     wait_for(lambda: world.agents()[agent_id]["status"] == "stopped", what="its agent stopped")
     assert world.agents()[agent_id]["spec"]["budget_usd"] == 3
-    assert any(e.get("content") == "update the dependencies" for e in journal(world, agent_id))
+    entries = journal(world, agent_id)
+    asked = next(e for e in entries if e.get("content") == "update the dependencies")
+    # stopped once it had answered, not before
+    assert any(e["role"] == "assistant" and e["offset"] > asked["offset"] for e in entries)
     listed = json.loads(world.cli("schedule", "list", "--json").stdout)["schedules"]
     assert [(s["spec"]["name"], s["last"]["result"], s["running"]) for s in listed] == [
         ("nightly", "done", False)

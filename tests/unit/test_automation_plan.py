@@ -128,15 +128,26 @@ def test_a_run_ends_when_its_agent_goes_idle_after_its_message() -> None:
     assert turns.message(20, run_id=1) == []
     assert turns.waiting == [1]
     turns.turn(failed=False)
-    assert turns.idle() == [(1, "done")]
+    assert turns.idle(21) == [(1, "done")]
     assert turns.waiting == []
+
+
+def test_an_idle_before_the_runs_message_does_not_end_it() -> None:
+    """The send is answered before the daemon's follow has caught up: the agent's idle
+    of before the message arrives after the run registered it."""
+    turns = Turns()
+    assert turns.message(4, run_id=1) == []
+    assert turns.idle(2) == []  # the idle of its start
+    turns.message(4)  # the stream reaches the message
+    assert turns.waiting == [1]
+    assert turns.idle(9) == [(1, "done")]
 
 
 def test_the_stream_may_see_the_answer_before_the_run_hears_its_offset() -> None:
     turns = Turns()
     turns.message(7)  # the stream: the user entry, then the turn, then idle
     turns.turn(failed=True)
-    assert turns.idle() == []  # nobody claimed it yet
+    assert turns.idle(9) == []  # nobody claimed it yet
     assert turns.message(7, run_id=3) == [(3, "failed")]  # the send's answer came late
 
 
@@ -145,5 +156,5 @@ def test_the_stream_and_the_run_claim_the_same_message_once() -> None:
     assert turns.message(5, run_id=2) == []
     turns.message(5)  # the stream's copy of it
     assert turns.waiting == [2]
-    assert turns.idle(stopped=True) == [(2, "stopped")]
-    assert turns.idle() == []
+    assert turns.idle(float("inf"), stopped=True) == [(2, "stopped")]
+    assert turns.idle(10) == []
