@@ -42,7 +42,14 @@ from agenthost.automation.model import (
 from agenthost.automation.plan import TurnEnd, Turns, decide
 from agenthost.daemon.registry import redacted
 from agenthost.daemon.runstore import RunStore, Schedule
-from agenthost.errors import AgentHostError, AgentNotRunning, ConfigError, RegistryError
+from agenthost.errors import (
+    AgentHostError,
+    AgentNotRunning,
+    Busy,
+    ConfigError,
+    RegistryError,
+    UnknownRequest,
+)
 from agenthost.names import FINAL_STATES, AgentState
 from agenthost.protocol import StreamEvent
 
@@ -74,6 +81,9 @@ class Agents(Protocol):
 
     def state(self, agent_id: str) -> str | None:
         """The agent's state while its host runs; None when it does not."""
+
+    def terminal(self, agent_id: str) -> bool:
+        """Whether the agent is a terminal agent (no turns: a send is typed)."""
 
 
 class Automation:
@@ -188,7 +198,7 @@ class Automation:
         while its previous run goes."""
         schedule = self._known(name)
         if self._running("schedule", name):
-            raise ConfigError(
+            raise Busy(
                 f"schedule {name!r} has a run going",
                 hint="a run never overlaps itself: wait for it to end (agenthost schedule list)",
             )
@@ -206,7 +216,7 @@ class Automation:
     def _known(self, name: str) -> Schedule:
         schedule = self.schedules.get(name)
         if schedule is None:
-            raise ConfigError(
+            raise UnknownRequest(
                 f"there is no schedule {name!r}", hint="`agenthost schedule list` lists them"
             )
         return schedule
@@ -375,6 +385,9 @@ class Automation:
         self.store.update_run(run)
         if offset is None:  # a host too old to say where: its answer cannot be told
             self._end(run, "done", "sent (the agent's host does not report offsets)")
+            return
+        if self.agents.terminal(agent_id):
+            self._end(run, "done", "typed into its terminal (a terminal agent has no turns)")
             return
         for run_id, how in self._turns(agent_id).message(offset, run.run_id):
             self._ended(run_id, how)

@@ -131,12 +131,14 @@ def test_a_schedule_never_overlaps_its_running_run(world: DaemonWorld) -> None:
     run_id = json.loads(first.stdout)["run"]["run_id"]
     wait_for(lambda: run_of(world, run_id)["offset"] is not None, what="the message sent")
     second = world.cli("schedule", "run-now", "s1", "--json")
-    assert second.returncode != 0
+    assert second.returncode == 6  # busy
     assert "has a run going" in json.loads(second.stdout)["error"]
     world.cli("interrupt", "slow")
     assert ended(world, run_id)["result"] in ("done", "failed")
     third = world.cli("schedule", "run-now", "s1", "--json")
     assert third.returncode == 0, third.stderr  # the run ended: the next may start
+    unknown = world.cli("schedule", "rm", "s2")
+    assert unknown.returncode == 9 and "no schedule 's2'" in unknown.stderr
 
 
 def test_schedules_and_a_run_going_survive_kill_9(world: DaemonWorld) -> None:

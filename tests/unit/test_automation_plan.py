@@ -108,6 +108,8 @@ def test_models_refuse_garbage() -> None:
         RunTarget.model_validate({"agent_id": "a", "new": {"agent_id": "b"}})
     with pytest.raises(ValidationError):
         RunTarget(agent_id="../x")
+    with pytest.raises(ValidationError, match="terminal agent"):
+        RunTarget.model_validate({"new": {"agent_id": "t", "agent": "pty"}})
     target = RunTarget(agent_id="a")
     with pytest.raises(ValidationError, match="cron"):
         ScheduleSpec(name="n", cron="every day", target=target, message="m")
