@@ -73,12 +73,14 @@ def add(
         if n != "agent_id" and ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT
     ]
     if new:
+        if options["kind"] == "pty":  # before the adapter asks for a command
+            _model(RunTarget, new={"agent_id": options["agent_id"], "agent": "pty"})
         spec, _ = spawn_spec(options, home=home, remote=None)
-        target = RunTarget(new=spec)
+        target = _model(RunTarget, new=spec)
     elif given:
         raise click.UsageError(f"{given[0]} describes a new agent: it goes with --new")
     else:
-        target = RunTarget(agent_id=options["agent_id"])
+        target = _model(RunTarget, agent_id=options["agent_id"])
     info = _model(
         ScheduleSpec,
         name=name,

@@ -118,11 +118,12 @@ class Automation:
         for run in self.store.running():
             self.runs[run.run_id] = run
             agent_id = run.agent_id
+            if agent_id is not None and run.detail.get("new") == "1":
+                self.new_agents[run.run_id] = agent_id  # stopped when the run ends
             if agent_id is None or run.offset is None:  # killed before its message went
-                self._end(run, "failed", "the daemon stopped before the run's message was sent")
+                # (or before it heard the answer: the journal shows which)
+                self._end(run, "failed", "the daemon stopped while the run was starting")
                 continue
-            if run.detail.get("new") == "1":
-                self.new_agents[run.run_id] = agent_id
             state = self.agents.state(agent_id)
             if state is None or state in FINAL_STATES:
                 self._end(run, "stopped", "its agent ended while no daemon ran")

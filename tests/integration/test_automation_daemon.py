@@ -243,3 +243,26 @@ def test_garbage_requests_are_refused_with_the_reason(
     assert answer["success"] is False
     assert why in answer["error"]
     assert world.ping()["agents"] == 0  # and the daemon serves on
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--cron", "0 3 * *", "--agent-id", "a", "m"], "five fields"),
+        (["--cron", "0 3 * * *", "--tz", "Atlantis/Capital", "--agent-id", "a", "m"], "zone"),
+        (["--cron", "0 3 * * *", "--agent-id", "a", "--cwd", "/", "m"], "goes with --new"),
+        (["--cron", "0 3 * * *", "--agent-id", "a", "--budget-usd", "2", "m"], "goes with --new"),
+        (["--cron", "0 3 * * *", "--agent-id", "../a", "m"], "agent"),
+        (["--cron", "0 3 * * *", "--new", "--agent-id", "t", "--agent", "pty", "m"], "terminal"),
+        (["--cron", "0 3 * * *", "--agent-id", "a", ""], "message"),
+        (["--cron", "0 3 * * *", "--missed", "maybe", "--agent-id", "a", "m"], "missed"),
+        (["--cron", "0 3 * * *", "m"], "--agent-id"),
+    ],
+)
+def test_schedule_add_refuses_garbage_before_anything_starts(
+    world: DaemonWorld, args: list[str], why: str
+) -> None:
+    out = world.cli("schedule", "add", "s", *args)
+    assert out.returncode == 2, out.stderr
+    assert why in out.stderr
+    assert not world.socket_path.exists()  # no daemon was started for it
