@@ -5,6 +5,7 @@ daemon an empty answer that says so (and no daemon started); who may ask."""
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 from daemontools import DaemonWorld
@@ -34,6 +35,20 @@ def test_no_daemon_answers_empty_lists_and_starts_none(gateway: Gateway) -> None
         assert answer.json() == {"schedules": [], "runs": [], "daemon": False}
     assert not (gateway.home / "daemon.sock").exists()  # a read started no daemon
     assert not (gateway.home / "daemon.db").exists()
+    assert not (gateway.home / "daemon.lock").exists()
+
+
+def test_a_daemon_killed_leaves_its_socket_and_the_answer_says_none_runs(
+    world: DaemonWorld, gateway: Gateway
+) -> None:
+    daemon = world.start_daemon()
+    assert gateway.client().get("/api/automation").json()["daemon"] is True
+    daemon.signal(signal.SIGKILL)
+    daemon.wait_exit()
+    assert world.socket_path.exists()  # nobody removed it
+    answer = gateway.client().get("/api/automation")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"schedules": [], "runs": [], "daemon": False}
 
 
 def test_who_may_ask(gateway: Gateway) -> None:
