@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound
-from agenthost.web import access, handlers, links, terminal
+from agenthost.web import access, automation, handlers, links, terminal
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
 from agenthost.web.fanout import shared_stream
 from agenthost.web.gateway import (
@@ -205,6 +205,7 @@ def routes(gw: Gateway) -> list[BaseRoute]:
         Route("/api/agents", e("read", list_agents), methods=["GET"]),
         Route("/api/agents", e("admin", handlers.spawn), methods=["POST"]),
         Route("/api/events", e("read", overview), methods=["GET"]),
+        Route("/api/automation", e("read", automation.automation), methods=["GET"]),
         Route(agent, e("read", handlers.status), methods=["GET"]),
         Route(agent + "/history", e("read", handlers.history), methods=["GET"]),
         Route(agent + "/pending", e("read", handlers.pending), methods=["GET"]),

@@ -3,6 +3,7 @@
 // overview shows it, the top bar counts who needs the user, whatever view is open.
 
 import { api, Stream } from "./api.js";
+import { showAutomation } from "./automation.js";
 import { stateClass } from "./conversation.js";
 import { ago, dollars, h, replace, when } from "./dom.js";
 
@@ -17,6 +18,23 @@ function isObject(value) {
 function newest(...times) {
   const found = times.map(when).filter(Number.isFinite);
   return found.length ? Math.max(...found) : NaN;
+}
+
+/**
+ * Where an agent was forked from (`agenthost fork`), as its host or the daemon says
+ * it: `forked_from` is the parent's id, or an object with `from_agent` and
+ * `from_offset`. {id, offset}; id "" when it was not forked.
+ */
+function forkOf(...sources) {
+  for (const source of sources) {
+    const value = source ? source.forked_from : undefined;
+    if (typeof value === "string" && value) return { id: value, offset: null };
+    if (isObject(value) && typeof value.from_agent === "string" && value.from_agent) {
+      const offset = Number.isInteger(value.from_offset) ? value.from_offset : null;
+      return { id: value.from_agent, offset };
+    }
+  }
+  return { id: "", offset: null };
 }
 
 /** What one list item says, in the page's terms. */
@@ -62,6 +80,7 @@ export function describe(item) {
     project: text(agent?.project, spec.project),
     sandbox: text(agent?.sandbox, spec.sandbox),
     error: text(item.error, agent?.last_error),
+    forkedFrom: forkOf(agent, daemon),
   };
 }
 
@@ -184,7 +203,15 @@ export function showOverview(page, agents) {
     "."
   );
   const loading = h("p", { class: "muted", id: "loading" }, "Loading…");
-  replace(page.app, h("h1", { class: "title" }, "Agents"), loading, empty, list);
+  const automation = showAutomation();
+  replace(
+    page.app,
+    h("h1", { class: "title" }, "Agents"),
+    loading,
+    empty,
+    list,
+    automation.section
+  );
   let rows = null;
 
   function render() {
@@ -205,6 +232,7 @@ export function showOverview(page, agents) {
     close() {
       unsubscribe();
       clearInterval(ticker);
+      automation.close();
     },
   };
 }
@@ -244,6 +272,18 @@ function card(row, now) {
         "div",
         { class: "line2 muted" },
         row.machine ? h("span", { class: "machine" }, `@ ${row.machine}`) : null,
+        row.forkedFrom.id
+          ? h(
+              "span",
+              {
+                class: "forked",
+                title:
+                  row.forkedFrom.offset === null ? null : `at offset ${row.forkedFrom.offset}`,
+              },
+              h("span", { class: "key" }, "forked from "),
+              row.forkedFrom.id
+            )
+          : null,
         row.task ? field("task", "task", row.task) : null,
         row.backend ? field("backend", "backend", row.backend) : null,
         row.project ? field("project", "project", row.project) : null,
