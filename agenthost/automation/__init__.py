@@ -1,0 +1,1 @@
+"""Automation: schedules, forks and signed webhooks that start runs."""
