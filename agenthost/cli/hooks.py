@@ -1,0 +1,188 @@
+"""``agenthost hook add|list|rm``: the signed webhooks that ``agenthost web`` takes at
+``POST /hooks/NAME`` (docs/hooks.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agenthost.cli.common import (
+    handle_errors,
+    home_option,
+    json_option,
+    print_json,
+    target_options,
+)
+from agenthost.cli.daemon import run_options, spawn_spec
+
+SPAWN_ONLY = (
+    "kind cwd project task description env agent_opts resume budget_usd budget_tokens "
+    "sandbox size linger stop_timeout ring_size ring_bytes restart max_restarts backoff "
+    "backoff_max worktree repo setup memory_max cpu_max"
+).split()
+"""The options that describe the agent ``--new`` starts (not ``--agent-id``'s)."""
+
+
+@click.group()
+def hook() -> None:
+    """Signed webhooks that send to an agent or start one (agenthost web serves them).
+
+    A delivery to POST /hooks/NAME, signed with the hook's secret (GitHub's
+    X-Hub-Signature-256, or X-Agenthost-Signature-256), becomes a message made by the
+    hook's template, sent to --agent-id or to a new agent (--new). See docs/hooks.md.
+    """
+
+
+@hook.command("add", context_settings={"show_default": True})
+@click.argument("name")
+@target_options
+@run_options
+@click.option(
+    "--event",
+    "events",
+    multiple=True,
+    metavar="EVENT[.ACTION]",
+    help="Take only this event (pull_request), or this action of it "
+    "(pull_request.opened); repeat for several [default: every event].",
+)
+@click.option(
+    "--secret-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The secret (its first line), e.g. the one typed into GitHub: a file of yours "
+    "only you can read [default: a new random one, printed once].",
+)
+@home_option
+@json_option
+@click.argument("template")
+@handle_errors
+def add(
+    name: str,
+    agent_id: str | None,
+    new: bool,
+    events: tuple[str, ...],
+    secret_file: Path | None,
+    home: Path | None,
+    as_json: bool,
+    template: str,
+    **spawn: Any,
+) -> None:
+    """Add hook NAME: each delivery sends TEMPLATE, filled from its payload.
+
+    TEMPLATE inserts payload fields by their dotted path, e.g.
+    'Review {pull_request.html_url}: {pull_request.title}' ({{ and }} are braces;
+    nothing else is evaluated). Prints the path to give the sender and, unless
+    --secret-file, the new secret (once: it is kept in <home>/hooks/NAME.secret).
+    """
+    from agenthost.automation import hookfiles, webhooks
+    from agenthost.paths import resolve_home
+
+    hookfiles.check_name(name)
+    parsed = webhooks.parse_template(template)
+    filters = tuple(webhooks.parse_event(e) for e in events)
+    ctx = click.get_current_context()
+    given = [
+        n for n in SPAWN_ONLY if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT
+    ]
+    if (agent_id is None) == (not new):
+        raise click.UsageError("give one of --agent-id ID (send to it) and --new (start one)")
+    if agent_id is not None:
+        if given:
+            option = "--" + given[0].replace("_", "-").replace("kind", "agent")
+            raise click.UsageError(f"{option} describes a new agent: it goes with --new")
+        hookfiles.check_target({"agent_id": agent_id})
+        root = resolve_home(home)
+        target: dict[str, Any] = {"agent_id": agent_id}
+    else:
+        found, spec = spawn_spec(name, home, None, (), **spawn)
+        assert found is not None  # (a local home)
+        root = found
+        target = hookfiles.new_target(spec.model_dump(mode="json", exclude_defaults=True))
+    secret = None
+    if secret_file is not None:
+        secret = _read_secret(secret_file)
+    entry = hookfiles.Hook(name, target, parsed, filters)
+    value = hookfiles.add_hook(root, entry, secret)
+    if as_json:
+        body: dict[str, Any] = {"ok": True, "hook": entry.describe()}
+        if secret is None:
+            body["secret"] = value.decode()
+        print_json(body)
+        return
+    click.echo(f"hook {name}: deliveries to POST {entry.path} of agenthost web")
+    if secret is None:
+        click.echo(f"secret (shown once; kept in {hookfiles.hooks_dir(root)}): {value.decode()}")
+
+
+def _read_secret(path: Path) -> bytes:
+    from agenthost.errors import ConfigError
+    from agenthost.homefiles import read_checked
+    from agenthost.secretfile import MAX_SECRET
+
+    try:
+        raw, _ = read_checked(path.absolute(), MAX_SECRET, secret=True)
+    except FileNotFoundError:
+        raise ConfigError(f"no secret file {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    lines = raw.splitlines()
+    return lines[0] if lines else b""
+
+
+@hook.command("list")
+@home_option
+@json_option
+@handle_errors
+def list_(home: Path | None, as_json: bool) -> None:
+    """List the hooks: name, target, events, path."""
+    from agenthost.automation import hookfiles
+    from agenthost.errors import ConfigError
+    from agenthost.paths import resolve_home
+    from agenthost.textsafe import escape
+
+    root = resolve_home(home)
+    rows: list[dict[str, Any]] = []
+    for name in hookfiles.hook_names(root):
+        try:
+            found = hookfiles.load_hook(root, name)
+        except ConfigError as exc:
+            rows.append({"name": name, "path": f"/hooks/{name}", "error": exc.message})
+            continue
+        if found is not None:
+            rows.append(found.describe())
+    if as_json:
+        print_json({"hooks": rows})
+        return
+    if not rows:
+        click.echo("no hooks (agenthost hook add NAME ... TEMPLATE)")
+        return
+    for row in rows:
+        if "error" in row:
+            click.echo(f"{row['name']}  unusable: {escape(row['error'])}")
+            continue
+        target = row["target"]
+        to = f"agent {target['agent_id']}" if "agent_id" in target else "a new agent each"
+        events = ", ".join(row["events"]) or "every event"
+        click.echo(f"{row['name']}  POST {row['path']}  -> {to}  ({events})")
+
+
+@hook.command("rm")
+@click.argument("name")
+@home_option
+@json_option
+@handle_errors
+def rm(name: str, home: Path | None, as_json: bool) -> None:
+    """Remove hook NAME (its definition and its secret): its deliveries are refused."""
+    from agenthost.automation import hookfiles
+    from agenthost.errors import ConfigError
+    from agenthost.paths import resolve_home
+
+    root = resolve_home(home)
+    if not hookfiles.remove_hook(root, hookfiles.check_name(name)):
+        raise ConfigError(f"there is no hook {name!r}", hint="agenthost hook list shows them")
+    if as_json:
+        print_json({"ok": True, "removed": name})
+        return
+    click.echo(f"removed hook {name}")
