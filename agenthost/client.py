@@ -298,7 +298,9 @@ class AsyncClient(ServiceClient[StreamEvent]):
             HistoryResponse, MessageType.HISTORY, payload={"limit": limit} if limit else None
         )
 
-    async def send(self, text: str, *, key: str | None = None) -> SendResponse:
+    async def send(
+        self, text: str, *, key: str | None = None, origin: dict[str, str] | None = None
+    ) -> SendResponse:
         """Send ``text`` to the agent; the host records it as a ``user`` chat entry.
 
         ``key`` makes a retry safe: a second send with the same key is not applied
@@ -310,6 +312,8 @@ class AsyncClient(ServiceClient[StreamEvent]):
         payload: dict[str, Any] = {"input": text}
         if key is not None:
             payload["key"] = key
+        if origin is not None:  # (1.8) a run of the daemon's automation: recorded first
+            payload["origin"] = origin
         return await self._typed(SendResponse, MessageType.SEND, payload=payload)
 
     async def stop(

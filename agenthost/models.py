@@ -406,6 +406,11 @@ class SendRequest(PeerModel):
 
     input: Annotated[StrictStr, AfterValidator(_replace_lone_surrogates)]
     key: StrictStr | None = Field(default=None, max_length=200)
+    origin: dict[StrictStr, StrictStr] | None = Field(default=None, max_length=20)
+    """(1.8, additive) Who sent it when a person did not: the daemon's schedules and
+    webhooks (``source``, ``name``, ``run_id``...). The host records a ``governance``
+    event (``action`` ``triggered``) just before the message; a host that predates it
+    ignores the field and records the message alone."""
 
 
 INPUT_LIMIT: Final = 1 << 20

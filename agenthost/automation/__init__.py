@@ -1,1 +1,1 @@
-"""Automation: schedules, forks and signed webhooks that start runs."""
+"""Automation: agents on a schedule and agents started by signed webhooks (docs/automation.md)."""

@@ -25,6 +25,15 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
+from agenthost.automation.model import (
+    RunRecord,
+    RunResponse,
+    RunsResponse,
+    RunTarget,
+    ScheduleInfo,
+    ScheduleListResponse,
+    ScheduleSpec,
+)
 from agenthost.daemon.files import daemon_lock_path, daemon_log_path, daemon_socket_path
 from agenthost.daemon.protocol import (
     DAEMON_MESSAGES,
@@ -36,6 +45,7 @@ from agenthost.daemon.protocol import (
     ForgetResponse,
     Notice,
     NoticeType,
+    ScheduleRemoved,
     SpawnResponse,
     SpawnSpec,
     SwitchResponse,
@@ -193,6 +203,63 @@ class DaemonClient(ServiceClient[StreamEvent | Notice]):
         """Stop an agent's host (never restarted); answers after the agent exited."""
         payload = {"agent_id": agent_id, "force": force, "timeout": timeout, "reason": reason}
         return await self._typed(DaemonStopResponse, DaemonMessageType.STOP, payload)
+
+    # --- automation (1.8): docs/automation.md -------------------------------------------
+
+    async def run(
+        self,
+        name: str,
+        target: RunTarget,
+        message: str,
+        *,
+        source: str = "hook",
+        key: str | None = None,
+        detail: dict[str, str] | None = None,
+    ) -> RunResponse:
+        """Start a run now (a webhook's delivery): send ``message`` to the target agent, or
+        start a new one with it. A run with the same source, name and ``key`` is not
+        started twice: the answer is then the first run, with ``duplicate``."""
+        payload: dict[str, Any] = {
+            "source": source,
+            "name": name,
+            "target": target.model_dump(mode="json", exclude_none=True),
+            "message": message,
+            "detail": detail or {},
+        }
+        if key is not None:
+            payload["key"] = key
+        return await self._typed(RunResponse, DaemonMessageType.RUN, payload)
+
+    async def runs(
+        self, *, source: str | None = None, name: str | None = None, limit: int = 20
+    ) -> builtins.list[RunRecord]:
+        """The newest runs of schedules and webhooks, newest first."""
+        payload: dict[str, Any] = {"limit": limit}
+        if source is not None:
+            payload["source"] = source
+        if name is not None:
+            payload["name"] = name
+        return (await self._typed(RunsResponse, DaemonMessageType.RUNS, payload)).runs
+
+    async def schedule_add(self, spec: ScheduleSpec) -> ScheduleInfo:
+        """Add (or with ``spec.replace``, replace) a cron schedule of runs."""
+        payload = spec.model_dump(mode="json", exclude_none=True)
+        return await self._typed(ScheduleInfo, DaemonMessageType.SCHEDULE_ADD, payload)
+
+    async def schedules(self) -> builtins.list[ScheduleInfo]:
+        """Every schedule, with its last run and next due time."""
+        answer = await self._typed(ScheduleListResponse, DaemonMessageType.SCHEDULE_LIST)
+        return answer.schedules
+
+    async def schedule_rm(self, name: str) -> bool:
+        """Remove a schedule (its runs stay in the record)."""
+        payload = {"name": name}
+        return (await self._typed(ScheduleRemoved, DaemonMessageType.SCHEDULE_RM, payload)).removed
+
+    async def schedule_run(self, name: str) -> RunRecord:
+        """Start a schedule's run now (refused while its previous run goes)."""
+        payload = {"name": name}
+        return (await self._typed(RunResponse, DaemonMessageType.SCHEDULE_RUN, payload)).run
 
     async def switch(self, agent_id: str, to: str, *, timeout: float = 30) -> SwitchResponse:
         """(1.7) Run a structured Claude Code or Codex agent in its CLI's own TUI on the

@@ -18,7 +18,7 @@ A ``daemon.watch`` stream carries two kinds of frames after the response:
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -29,9 +29,21 @@ from pydantic import (
     field_validator,
 )
 
-from agenthost.errors import InvalidAgentId, ProtocolError
-from agenthost.models import OpenModel, PeerModel, Timestamp, UsdLimit
-from agenthost.paths import validate_agent_id
+from agenthost.automation.model import (
+    RunRequest,
+    RunResponse,
+    RunsRequest,
+    RunsResponse,
+    ScheduleInfo,
+    ScheduleListResponse,
+    ScheduleRequest,
+    ScheduleSpec,
+)
+from agenthost.daemon.spec import RestartPolicy as RestartPolicy
+from agenthost.daemon.spec import SpawnSpec as SpawnSpec
+from agenthost.daemon.spec import agent_id_value
+from agenthost.errors import ProtocolError
+from agenthost.models import OpenModel, PeerModel, Timestamp
 from agenthost.protocol import (
     AgentState,
     EmptyRequest,
@@ -62,6 +74,18 @@ class DaemonMessageType(StrEnum):
     UNWATCH = "daemon.unwatch"
     SWITCH = "daemon.switch"
     """(1.7) Open a structured agent's own TUI on its session, or return from it."""
+    RUN = "daemon.run"
+    """(1.8) Start a run now (a webhook's delivery): send to an agent, or start one."""
+    RUNS = "daemon.runs"
+    """(1.8) The newest runs of schedules and webhooks."""
+    SCHEDULE_ADD = "daemon.schedule.add"
+    """(1.8) Add (or replace) a cron schedule of runs."""
+    SCHEDULE_LIST = "daemon.schedule.list"
+    """(1.8) The schedules, each with its last run and next due time."""
+    SCHEDULE_RM = "daemon.schedule.rm"
+    """(1.8) Remove a schedule (its runs stay in the record)."""
+    SCHEDULE_RUN = "daemon.schedule.run"
+    """(1.8) Start a schedule's run now, out of its times."""
 
 
 class NoticeType(StrEnum):
@@ -120,101 +144,12 @@ ENDED_STATUSES: Final = frozenset(
 spawning its id again starts it again; it may be forgotten once its host is gone."""
 
 
-def _agent_id(value: str) -> str:
-    try:
-        return validate_agent_id(value)
-    except InvalidAgentId as exc:
-        raise ValueError(exc.message) from None
-
-
-_Seconds = Annotated[float, Field(ge=0, le=86400, strict=True, allow_inf_nan=False)]
-
-
-class RestartPolicy(PeerModel):
-    """When the daemon restarts a crashed agent in a new host.
-
-    ``never``: never. ``on-failure``: when the agent exits with a non-zero status or a
-    signal, or its host dies; after ``backoff`` seconds, doubling per consecutive
-    restart up to ``backoff_max``, at most ``max_restarts`` times in a row. An agent
-    that ran ``reset_after`` seconds before failing starts a new series.
-    """
-
-    policy: Literal["never", "on-failure"] = "never"
-    max_restarts: StrictInt = Field(default=5, ge=0, le=10_000)
-    backoff: _Seconds = 1.0
-    backoff_max: _Seconds = 60.0
-    reset_after: _Seconds = 600.0
-
-
-class SpawnSpec(PeerModel):
-    """``daemon.spawn``: what to run, as ``agenthost serve`` options name it.
-
-    The daemon keeps the spec in its registry and uses it again for restarts.
-    """
-
-    agent_id: StrictStr
-    agent: StrictStr = "demo"
-    """The adapter kind (``demo``, ``lines``, ``claude``, ``codex``)."""
-    command: list[StrictStr] = Field(default_factory=list)
-    cwd: StrictStr | None = None
-    """The agent's working directory (absolute); the daemon's own when absent."""
-    env: dict[StrictStr, StrictStr] = Field(default_factory=dict)
-    project: StrictStr = ""
-    task: StrictStr | None = None
-    description: StrictStr | None = None
-    agent_opts: dict[StrictStr, StrictStr] = Field(default_factory=dict)
-    resume: StrictStr | None = None
-    linger: _Seconds | None = None
-    stop_timeout: _Seconds | None = None
-    ring_size: StrictInt | None = Field(default=None, ge=1)
-    ring_bytes: StrictInt | None = Field(default=None, ge=1024)
-    restart: RestartPolicy = Field(default_factory=RestartPolicy)
-    # 1.4
-    budget_usd: UsdLimit | None = None
-    budget_tokens: StrictInt | None = Field(default=None, ge=0, le=10**15)
-    worktree: StrictStr | None = Field(default=None, max_length=250)
-    """Run the agent in a git worktree of its own of ``repo``, on this branch (created
-    from the repository's HEAD when it does not exist); ``""``: a branch named after
-    the agent (``agenthost/<id>``). ``cwd`` is then the worktree."""
-    repo: StrictStr | None = Field(default=None, max_length=4096)
-    """The repository of ``worktree`` (absolute)."""
-    setup: StrictStr | None = Field(default=None, max_length=10_000)
-    """A shell command run in a new worktree before the agent starts; a failure
-    removes the worktree and fails the spawn."""
-    memory_max: StrictInt | None = Field(default=None, ge=1 << 20, le=1 << 50)
-    """Bytes of memory the host and its agent may use together (systemd ``MemoryMax``,
-    cgroup ``memory.max``)."""
-    cpu_max: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False, strict=True)
-    """CPUs the host and its agent may use together (1.5: one and a half cores)."""
-    # 1.6
-    sandbox: StrictStr | None = Field(default=None, max_length=100)
-    """The agent's sandbox profile (``strict``, ``net``, ``none``, ``off``); absent: as
-    the home's ``[sandbox]`` says."""
-    size: StrictStr | None = Field(default=None, max_length=20)
-    """(1.7) A terminal agent's fixed size, ``COLSxROWS``; absent: its clients'."""
-
-    _check_id = field_validator("agent_id")(_agent_id)
-
-    @field_validator("size")
-    @classmethod
-    def _check_size(cls, value: str | None) -> str | None:
-        from agenthost.errors import ConfigError
-        from agenthost.terminal.sizes import parse_size
-
-        if value is not None:
-            try:
-                parse_size(value)
-            except ConfigError as exc:
-                raise ValueError(exc.message) from None
-        return value
-
-
 class AgentRequest(PeerModel):
     """A request about one agent."""
 
     agent_id: StrictStr
 
-    _check_id = field_validator("agent_id")(_agent_id)
+    _check_id = field_validator("agent_id")(agent_id_value)
 
 
 class ForgetRequest(AgentRequest):
@@ -438,6 +373,11 @@ class Notice(OpenModel):
     timestamp: Timestamp
 
 
+class ScheduleRemoved(OpenModel):
+    name: str
+    removed: bool
+
+
 DAEMON_REQUEST_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel]]] = {
     DaemonMessageType.PING: EmptyRequest,
     DaemonMessageType.SPAWN: SpawnSpec,
@@ -447,6 +387,12 @@ DAEMON_REQUEST_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel]]] = {
     DaemonMessageType.WATCH: WatchRequest,
     DaemonMessageType.UNWATCH: EmptyRequest,
     DaemonMessageType.SWITCH: SwitchRequest,
+    DaemonMessageType.RUN: RunRequest,
+    DaemonMessageType.RUNS: RunsRequest,
+    DaemonMessageType.SCHEDULE_ADD: ScheduleSpec,
+    DaemonMessageType.SCHEDULE_LIST: EmptyRequest,
+    DaemonMessageType.SCHEDULE_RM: ScheduleRequest,
+    DaemonMessageType.SCHEDULE_RUN: ScheduleRequest,
 }
 
 DAEMON_RESPONSE_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel] | None]] = {
@@ -458,6 +404,12 @@ DAEMON_RESPONSE_PAYLOADS: Final[dict[DaemonMessageType, type[BaseModel] | None]]
     DaemonMessageType.WATCH: WatchResponse,
     DaemonMessageType.UNWATCH: None,
     DaemonMessageType.SWITCH: SwitchResponse,
+    DaemonMessageType.RUN: RunResponse,
+    DaemonMessageType.RUNS: RunsResponse,
+    DaemonMessageType.SCHEDULE_ADD: ScheduleInfo,
+    DaemonMessageType.SCHEDULE_LIST: ScheduleListResponse,
+    DaemonMessageType.SCHEDULE_RM: ScheduleRemoved,
+    DaemonMessageType.SCHEDULE_RUN: RunResponse,
 }
 
 DaemonFrame = Response | StreamEvent | Notice

@@ -27,6 +27,7 @@ from agenthost._version import __version__
 from agenthost.aio import cancel_all
 from agenthost.attention.notifier import Notifier
 from agenthost.daemon import commands
+from agenthost.daemon.automation import Automation, automation_request
 from agenthost.daemon.backfill import Backfills, open_source
 from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Held, Hub
 from agenthost.daemon.files import daemon_lock_path, daemon_socket_path, registry_path
@@ -44,6 +45,8 @@ from agenthost.daemon.protocol import (
     WatchRequest,
 )
 from agenthost.daemon.registry import Registry
+from agenthost.daemon.runagents import SupervisedAgents
+from agenthost.daemon.runstore import RunStore
 from agenthost.daemon.server import DaemonConnection, DaemonServer
 from agenthost.daemon.spawner import HostScope, Spawner
 from agenthost.daemon.startup import reconcile, scan_once
@@ -106,6 +109,7 @@ class Daemon:
         self.supervisor: Supervisor | None = None
         self.server: DaemonServer | None = None
         self.notifier: Notifier | None = None
+        self.automation: Automation | None = None
         self._stop: asyncio.Event | None = None
         self._chores: set[asyncio.Task[None]] = set()
 
@@ -136,6 +140,9 @@ class Daemon:
                 self.supervisor, attach_timeout=self.config.attach_timeout
             )
             self.supervisor.dequeue_soon()  # places may have freed while no daemon ran
+            self.automation = Automation(RunStore(self.registry), SupervisedAgents(supervisor))
+            self.supervisor.observer = self.automation
+            self.automation.start()  # after the reconcile: it knows which agents run
             self.server = DaemonServer(self.socket_path, self, max_queue=self.hub.max_queue)
             await self.server.start()
             self._chore(self._flush_loop())
@@ -179,6 +186,8 @@ class Daemon:
         if self.server is not None:
             self.server.stop_accepting()
         await cancel_all(list(self._chores))
+        if self.automation is not None:
+            await self.automation.close()
         if self.supervisor is not None:
             with contextlib.suppress(RegistryError):
                 await self.supervisor.close()
@@ -246,6 +255,9 @@ class Daemon:
 
             assert isinstance(payload, SwitchRequest)
             return self._later(mtype, request, switching.switch(sup, payload))
+        if mtype.startswith(("daemon.run", "daemon.schedule.")):
+            assert self.automation is not None
+            return self._later(mtype, request, automation_request(self.automation, mtype, payload))
         if mtype is DaemonMessageType.WATCH:
             assert isinstance(payload, WatchRequest)
             self.unwatch(conn)

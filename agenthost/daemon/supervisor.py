@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
@@ -56,6 +56,16 @@ if TYPE_CHECKING:
 log = structlog.get_logger("agenthost.daemon.supervisor")
 
 Mode = Literal["follow", "restart"]
+
+
+class Observer(Protocol):
+    """What the supervisor tells of its agents' streams (the daemon's automation)."""
+
+    def on_event(self, agent_id: str, event: StreamEvent) -> None:
+        """One event of an agent, in stream order."""
+
+    def on_gone(self, agent_id: str) -> None:
+        """An agent's host run ended."""
 
 
 class Agent:
@@ -121,6 +131,8 @@ class Supervisor:
         """Starts the host of a queued agent whose turn came (set by the daemon:
         :func:`agenthost.daemon.commands.launch_queued`)."""
         self._dequeue_pending = False
+        self.observer: Observer | None = None
+        """Told of every event and every end of a host run (the daemon's automation)."""
 
     # --- requests -----------------------------------------------------------------------
 
@@ -384,6 +396,8 @@ class Supervisor:
     def end_run(self, agent: Agent, outcome: Outcome, reason: str) -> RestartDecision:
         """Record how a host run ended and decide about a restart (status set, saved)."""
         record = agent.record
+        if self.observer is not None:
+            self.observer.on_gone(record.agent_id)
         if agent.idle_timer is not None:
             agent.idle_timer.cancel()
             agent.idle_timer = None
@@ -496,6 +510,8 @@ class Supervisor:
         self._dirty.add(agent_id)
         if self.notifier is not None:
             self.notifier.event(event)
+        if self.observer is not None:
+            self.observer.on_event(agent_id, event)
         if event.type == "state" and event.state:
             record.state = event.state
             self._idle_watch(agent)

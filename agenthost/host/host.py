@@ -38,6 +38,7 @@ from agenthost.agents.base import (
     Chat,
     Deferred,
     ErrorNote,
+    Governed,
     PermissionAsk,
     PermissionDecided,
     StateChange,
@@ -868,7 +869,7 @@ class Host:
         return _answer(request, Screen.model_validate(self._terminal().snapshot(payload.offset)))
 
     def _send(self, _conn: Connection, payload: SendRequest, request: Request) -> Reply:
-        return _answer(request, self.send(payload.input, payload.key))
+        return _answer(request, self.send(payload.input, payload.key, payload.origin))
 
     def _respond(self, _conn: Connection, payload: RespondRequest, request: Request) -> Reply:
         return _answer(request, self.respond(payload))
@@ -943,8 +944,12 @@ class Host:
         )
         return StatusResponse(host=host, agent=self.agent_info())
 
-    def send(self, text: str, key: str | None = None) -> SendResponse:
-        """Record ``text`` as a user entry, then queue it for the agent's stdin."""
+    def send(
+        self, text: str, key: str | None = None, origin: Mapping[str, str] | None = None
+    ) -> SendResponse:
+        """Record ``text`` as a user entry, then queue it for the agent's stdin; with
+        ``origin`` (a schedule's or a webhook's run), a ``triggered`` governance record
+        of it first."""
         from agenthost.models import SendResponse
 
         if key is not None and key in self._send_keys:
@@ -962,6 +967,8 @@ class Host:
         if self.pauses is not None and self.pauses.paused:  # a person took over
             self.pauses.resume("client", "a message was sent while it was paused", tell=False)
         log.debug("agent.send", size=len(text))
+        if origin:  # its own publish: the answer's offset stays the user entry's
+            self.stream.publish([_triggered(origin)])
         offset = self.stream.publish(
             [Chat({"role": "user", "content": text}), *self.adapter.send(text)]
         )
@@ -1127,3 +1134,13 @@ def _exit_note(status: ExitStatus) -> str:
 
 def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
+
+
+def _triggered(origin: Mapping[str, str]) -> Governed:
+    """The record of a message the daemon's automation sent (a schedule's or a webhook's
+    run): who (``schedule:NAME``), and the run's details for the audit trail."""
+    source = origin.get("source", "automation")
+    name = origin.get("name", "")
+    actor = f"{source}:{name}" if name else source
+    reason = origin.get("reason") or f"a run of the {source} {name}".rstrip()
+    return Governed("triggered", actor, reason, dict(origin))
