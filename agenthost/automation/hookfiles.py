@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from pydantic import ValidationError
+
+from agenthost.automation.model import RunTarget
 from agenthost.automation.webhooks import Template, parse_event, parse_template
 from agenthost.errors import ConfigError, InvalidAgentId
 from agenthost.homefiles import read_checked
@@ -65,6 +68,10 @@ class Hook:
     template: Template
     events: tuple[str, ...] = ()
 
+    def run_target(self) -> RunTarget:
+        """The daemon's target of this hook's runs."""
+        return RunTarget.model_validate(self.target)
+
     @property
     def path(self) -> str:
         """The URL path deliveries are posted to."""
@@ -82,16 +89,16 @@ class Hook:
 
 
 def check_target(target: object) -> dict[str, Any]:
-    """A definition's ``target`` checked: exactly one of ``agent_id`` (a valid id) and
-    ``new`` (a table); ConfigError otherwise."""
-    if not isinstance(target, dict) or len(target) != 1:
-        raise ConfigError("the target must be one of agent_id and new")
-    if "agent_id" in target:
-        if not isinstance(target["agent_id"], str):
-            raise ConfigError("target.agent_id must be a string")
-        validate_agent_id(target["agent_id"])
-    elif not isinstance(target.get("new"), dict):
-        raise ConfigError("the target must be one of agent_id and new (a table)")
+    """A definition's ``target`` checked as the daemon will (exactly one of
+    ``agent_id``, a valid id, and ``new``, a spawn's fields); ConfigError otherwise."""
+    if not isinstance(target, dict):
+        raise ConfigError("the target must be a table: agent_id, or new")
+    try:
+        RunTarget.model_validate(target)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "target"
+        raise ConfigError(f"the target's {where}: {first['msg']}") from None
     return target
 
 

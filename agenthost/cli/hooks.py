@@ -132,12 +132,24 @@ def _read_secret(path: Path) -> bytes:
 
 
 @hook.command("list")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=1000),
+    default=10,
+    show_default=True,
+    help="Deliveries shown per hook (--json), the newest first.",
+)
 @home_option
 @json_option
 @handle_errors
-def list_(home: Path | None, as_json: bool) -> None:
-    """List the hooks: name, target, events, path."""
+def list_(limit: int, home: Path | None, as_json: bool) -> None:
+    """List the hooks: name, path, target, events and their recent deliveries (the
+    runs the daemon recorded: none shown when no daemon runs)."""
+    import asyncio
+
     from agenthost.automation import hookfiles
+    from agenthost.automation.hookruns import recent_runs
+    from agenthost.daemon.client import daemon_alive
     from agenthost.errors import ConfigError
     from agenthost.paths import resolve_home
     from agenthost.textsafe import escape
@@ -152,6 +164,11 @@ def list_(home: Path | None, as_json: bool) -> None:
             continue
         if found is not None:
             rows.append(found.describe())
+    runs: dict[str, list[Any]] = {}
+    if rows and daemon_alive(root):
+        runs = asyncio.run(recent_runs(root, [r["name"] for r in rows], limit))
+    for row in rows:
+        row["deliveries"] = runs.get(row["name"], [])
     if as_json:
         print_json({"hooks": rows})
         return
@@ -166,6 +183,12 @@ def list_(home: Path | None, as_json: bool) -> None:
         to = f"agent {target['agent_id']}" if "agent_id" in target else "a new agent each"
         events = ", ".join(row["events"]) or "every event"
         click.echo(f"{row['name']}  POST {row['path']}  -> {to}  ({events})")
+        for run in row["deliveries"][:3]:
+            agent = run.get("agent_id") or "-"
+            click.echo(
+                f"    {run['started_at']}  {run['result']:<8} {agent}  "
+                f"{escape(run.get('reason') or '')}".rstrip()
+            )
 
 
 @hook.command("rm")

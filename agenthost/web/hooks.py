@@ -25,15 +25,13 @@ from starlette.responses import JSONResponse, Response
 
 from agenthost.automation import hookfiles, webhooks
 from agenthost.automation.hookfiles import Hook
+from agenthost.automation.hookruns import SOURCE, recent_runs
 from agenthost.errors import ConfigError, HookRefused
 from agenthost.web.gateway import Gateway, read_body
-from agenthost.web.payloads import HttpError
+from agenthost.web.payloads import HttpError, query_int
 from agenthost.web.tokens import TokenRecord
 
 log = structlog.get_logger("agenthost.web")
-
-SOURCE = "hook"
-"""The runs' source in the daemon's record (``DaemonClient.runs(source="hook")``)."""
 
 
 def _refused(name: str, request: Request, status: int, reason: str, message: str) -> Response:
@@ -107,16 +105,22 @@ async def start_run(
 
     await asyncio.to_thread(ensure_daemon, gw.home)
     async with DaemonClient(gw.home) as daemon:
-        runner: Any = daemon  # (daemon.run: issue 32's daemon side)
-        answer = await runner.run(
-            SOURCE, hook.name, delivery.key, hook.target, message, delivery.detail()
+        answer = await daemon.run(
+            hook.name,
+            hook.run_target(),
+            message,
+            source=SOURCE,
+            key=delivery.key,
+            detail=delivery.detail(),
         )
-    return answer.run.model_dump(mode="json", exclude_none=True), bool(answer.duplicate)
+    return answer.run.model_dump(mode="json", exclude_none=True), answer.duplicate
 
 
 async def list_hooks(gw: Gateway, request: Request, _: TokenRecord) -> Response:
-    """GET /api/hooks: ``{"hooks": [...]}``, each as ``hook list --json`` shows it."""
-    hooks = []
+    """GET /api/hooks?limit=N: ``{"hooks": [...]}``, each as ``hook list --json``
+    shows it, with its ``deliveries`` (the newest N runs, 10 by default)."""
+    limit = query_int(request.query_params.get("limit"), "limit", minimum=1) or 10
+    hooks: list[dict[str, Any]] = []
     for name in hookfiles.hook_names(gw.home):
         try:
             hook = hookfiles.load_hook(gw.home, name)
@@ -125,4 +129,7 @@ async def list_hooks(gw: Gateway, request: Request, _: TokenRecord) -> Response:
             continue
         if hook is not None:
             hooks.append(hook.describe())
+    runs = await recent_runs(gw.home, [h["name"] for h in hooks], min(limit, 1000))
+    for entry in hooks:
+        entry["deliveries"] = runs[entry["name"]]
     return JSONResponse({"hooks": hooks})
