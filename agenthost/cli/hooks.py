@@ -35,7 +35,11 @@ def hook() -> None:
     """
 
 
-@hook.command("add", context_settings={"show_default": True})
+@hook.command(
+    "add",
+    context_settings={"show_default": True},
+    short_help="Add a hook: a template and a target.",
+)
 @click.argument("name")
 @target_options
 @run_options
@@ -131,7 +135,7 @@ def _read_secret(path: Path) -> bytes:
     return lines[0] if lines else b""
 
 
-@hook.command("list")
+@hook.command("list", short_help="List the hooks and their recent deliveries.")
 @click.option(
     "--limit",
     type=click.IntRange(min=1, max=1000),
@@ -191,7 +195,7 @@ def list_(limit: int, home: Path | None, as_json: bool) -> None:
             )
 
 
-@hook.command("rm")
+@hook.command("rm", short_help="Remove a hook and its secret.")
 @click.argument("name")
 @home_option
 @json_option
