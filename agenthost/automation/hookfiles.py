@@ -1,6 +1,7 @@
-"""The hooks of a home: ``<home>/hooks/NAME.toml`` (what a delivery starts: the
-target, the template, the event filters) and ``<home>/hooks/NAME.secret`` (the key
-its deliveries are signed with).
+"""The hooks of a home: ``<home>/webhooks/NAME.toml`` (what a delivery starts: the
+target, the template, the event filters) and ``<home>/webhooks/NAME.secret`` (the key
+its deliveries are signed with). Not ``<home>/hooks/``: that directory holds the
+terminal agents' hook sockets, made and removed by their hosts.
 
 Both decide something (whoever can write the definition chooses what an agent is told
 and which agent; whoever can read the secret can sign deliveries), so both are read
@@ -36,18 +37,13 @@ from agenthost.automation.model import RunTarget
 from agenthost.automation.webhooks import Template, parse_event, parse_template
 from agenthost.errors import ConfigError, InvalidAgentId
 from agenthost.homefiles import read_checked
-from agenthost.paths import ensure_private_dir, validate_agent_id
+from agenthost.paths import ensure_private_dir, validate_agent_id, webhooks_dir
 from agenthost.secretfile import MAX_SECRET, write_private
 
 DEFINITION_LIMIT: Final = 64 * 1024
 MIN_SECRET: Final = 16
 """Characters of a secret at least: whoever guesses it signs deliveries (a generated
 one has 64 hex digits; GitHub's form takes what the user types)."""
-
-
-def hooks_dir(home: Path) -> Path:
-    """``<home>/hooks``."""
-    return home / "hooks"
 
 
 def check_name(name: str) -> str:
@@ -157,7 +153,7 @@ def format_hook(hook: Hook) -> str:
 
 
 def _paths(home: Path, name: str) -> tuple[Path, Path]:
-    base = hooks_dir(home) / check_name(name)
+    base = webhooks_dir(home) / check_name(name)
     return base.with_suffix(".toml"), base.with_suffix(".secret")
 
 
@@ -174,7 +170,7 @@ def add_hook(home: Path, hook: Hook, secret: bytes | None = None) -> bytes:
             f"the secret must be {MIN_SECRET} to {MAX_SECRET} characters",
             hint="a guessable secret lets anybody sign deliveries",
         )
-    ensure_private_dir(hooks_dir(home))
+    ensure_private_dir(webhooks_dir(home))
     if definition.exists():
         raise ConfigError(
             f"there is a hook {hook.name!r} already", hint=f"agenthost hook rm {hook.name}"
@@ -222,11 +218,11 @@ def load_secret(home: Path, name: str) -> bytes:
 def hook_names(home: Path) -> list[str]:
     """The names of the hooks defined, sorted."""
     try:
-        entries = os.listdir(hooks_dir(home))
+        entries = os.listdir(webhooks_dir(home))
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise ConfigError(f"cannot list {hooks_dir(home)}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot list {webhooks_dir(home)}: {exc.strerror}") from exc
     names = []
     for entry in entries:
         stem, dot, suffix = entry.rpartition(".")

@@ -78,10 +78,10 @@ def add(
     TEMPLATE inserts payload fields by their dotted path, e.g.
     'Review {pull_request.html_url}: {pull_request.title}' ({{ and }} are braces;
     nothing else is evaluated). Prints the path to give the sender and, unless
-    --secret-file, the new secret (once: it is kept in <home>/hooks/NAME.secret).
+    --secret-file, the new secret (once: it is kept in <home>/webhooks/NAME.secret).
     """
     from agenthost.automation import hookfiles, webhooks
-    from agenthost.paths import resolve_home
+    from agenthost.paths import resolve_home, webhooks_dir
 
     hookfiles.check_name(name)
     parsed = webhooks.parse_template(template)
@@ -117,7 +117,7 @@ def add(
         return
     click.echo(f"hook {name}: deliveries to POST {entry.path} of agenthost web")
     if secret is None:
-        click.echo(f"secret (shown once; kept in {hookfiles.hooks_dir(root)}): {value.decode()}")
+        click.echo(f"secret (shown once; kept in {webhooks_dir(root)}): {value.decode()}")
 
 
 def _read_secret(path: Path) -> bytes:

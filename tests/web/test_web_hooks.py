@@ -210,7 +210,7 @@ def test_api_hooks_lists_them_for_a_read_token(hooked: Gateway, tmp_path: Path) 
 
 
 def test_an_untrusted_definition_is_refused_with_500_and_logged(hooked: Gateway) -> None:
-    definition = hooked.home / "hooks" / "pr.toml"
+    definition = hooked.home / "webhooks" / "pr.toml"
     definition.chmod(0o666)
     answer = github(hooked.client(None), "pr", PR)
     assert answer.status_code == 500, answer.text
@@ -235,7 +235,7 @@ def test_an_untrusted_definition_is_refused_with_500_and_logged(hooked: Gateway)
 def test_hook_add_refuses_garbage(home: Path, args: list[str]) -> None:
     done = hook_cli(home, "add", "h", *args)
     assert done.returncode != 0
-    assert not (home / "hooks" / "h.toml").exists()
+    assert not (home / "webhooks" / "h.toml").exists()
 
 
 def test_hook_add_refuses_a_secret_file_others_can_read(home: Path, tmp_path: Path) -> None:
@@ -244,4 +244,4 @@ def test_hook_add_refuses_a_secret_file_others_can_read(home: Path, tmp_path: Pa
     os.chmod(secret, 0o644)
     done = hook_cli(home, "add", "h", "--agent-id", "r", "--secret-file", str(secret), "x")
     assert done.returncode != 0 and "readable by others" in done.stderr
-    assert not (home / "hooks" / "h.toml").exists()
+    assert not (home / "webhooks" / "h.toml").exists()
