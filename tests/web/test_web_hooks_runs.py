@@ -160,3 +160,28 @@ def test_a_delivery_starts_a_new_agent(
         lambda: "Look at https://example.org/pr/7" in user_entries(world, agent_id),
         what="the message in the new agent's journal",
     )
+
+
+def test_the_generic_scheme_without_a_delivery_id_is_keyed_by_its_body(
+    world: DaemonWorld, tmp_path: Path, served: tuple[httpx.Client, str]
+) -> None:
+    api, _ = served
+    started = world.cli("run", "--agent-id", "builder", "--agent", "demo", "--cwd", str(tmp_path))
+    assert started.returncode == 0, started.stderr
+    add_hook(world, tmp_path, "build", "--agent-id", "builder", "Build {ref} please")
+
+    def post(body: bytes) -> httpx.Response:
+        mac = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        headers = {"X-Agenthost-Signature-256": f"sha256={mac}"}
+        return api.post("/hooks/build", content=body, headers=headers)
+
+    first = post(b'{"ref": "main"}')
+    assert first.status_code == 202, first.text
+    assert first.json()["run"]["key"].startswith("sha256:")
+    assert first.json()["run"]["detail"]["scheme"] == "generic"
+    replayed = post(b'{"ref": "main"}')
+    assert (replayed.status_code, replayed.json()["ignored"]) == (200, "replayed")
+    other = post(b'{"ref": "next"}')  # another body is another delivery
+    assert other.status_code == 202, other.text
+    wait_for(lambda: "Build next please" in user_entries(world, "builder"), what="the second")
+    assert user_entries(world, "builder").count("Build main please") == 1
