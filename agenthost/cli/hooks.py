@@ -23,6 +23,9 @@ SPAWN_ONLY = (
     "backoff_max worktree repo setup memory_max cpu_max"
 ).split()
 """The options that describe the agent ``--new`` starts (not ``--agent-id``'s)."""
+NEW_SUFFIX = len("-YYYYMMDD-HHMMSS-99")
+"""What the daemon adds to a ``--new`` hook's name for each agent it starts (a number
+when two start within a second)."""
 
 
 @click.group()
@@ -100,7 +103,16 @@ def add(
         root = resolve_home(home)
         target: dict[str, Any] = {"agent_id": agent_id}
     else:
-        found, spec = spawn_spec(name, home, None, (), **spawn)
+        from agenthost.paths import AGENT_ID_MAX
+
+        if len(name) > AGENT_ID_MAX - NEW_SUFFIX:  # the agents' ids would be too long
+            raise click.BadParameter(
+                f"with --new, at most {AGENT_ID_MAX - NEW_SUFFIX} characters: the agents "
+                "it starts are named NAME-YYYYMMDD-HHMMSS",
+                param_hint="NAME",
+            )
+        found, spec = spawn_spec(f"{name}-{'0' * 8}-{'0' * 6}-99", home, None, (), **spawn)
+        spec = spec.model_copy(update={"agent_id": name})
         assert found is not None  # (a local home)
         root = found
         target = hookfiles.new_target(spec.model_dump(mode="json", exclude_defaults=True))

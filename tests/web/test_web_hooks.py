@@ -230,10 +230,24 @@ def test_an_untrusted_definition_is_refused_with_500_and_logged(hooked: Gateway)
         ["x"],
         ["--agent-id", "r", "--new", "x"],
         ["--agent-id", "r", "--cwd", "/", "x"],
+        ["--new", "--agent", "nosuch", "x"],
+        ["--new", "--worktree", "x", "--cwd", "/", "x"],
     ],
 )
 def test_hook_add_refuses_garbage(home: Path, args: list[str]) -> None:
     done = hook_cli(home, "add", "h", *args)
+    assert done.returncode != 0
+    assert not (home / "webhooks" / "h.toml").exists()
+
+
+def test_a_new_agents_hook_leaves_room_for_the_agents_ids(home: Path) -> None:
+    done = hook_cli(home, "add", "h" * 46, "--new", "x")
+    assert done.returncode == 2 and "YYYYMMDD" in done.stderr
+    assert hook_cli(home, "add", "h" * 45, "--new", "--cwd", "/", "x").returncode == 0
+
+
+def test_hook_rm_of_no_hook_fails(home: Path) -> None:
+    done = hook_cli(home, "rm", "none")
     assert done.returncode != 0
     assert not (home / "webhooks" / "h.toml").exists()
 
