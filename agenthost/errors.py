@@ -218,7 +218,7 @@ class Busy(AgentHostError):
 
 class UnknownRequest(AgentHostError):
     """``host.respond`` names no pending permission request (answered, withdrawn, or
-    never asked)."""
+    never asked); a ``daemon.schedule.*`` request names no schedule."""
 
     code = ErrorCode.UNKNOWN_REQUEST
 

@@ -66,6 +66,11 @@ class RunTarget(PeerModel):
     def _one(self) -> Self:
         if (self.agent_id is None) == (self.new is None):
             raise ValueError("a run goes to an agent (agent_id) or starts one (new): one of them")
+        if self.new is not None and self.new.agent == "pty":
+            raise ValueError(
+                "a new terminal agent (pty) has no turns: a run could not tell when it "
+                "answered, nor stop it then; start one with agenthost run and send to it"
+            )
         return self
 
     def describe(self) -> str:

@@ -115,14 +115,18 @@ class Turns:
         """A turn ended, well or not (its ``result``, or a failed turn's ``error``)."""
         self._last_failed = failed
 
-    def idle(self, *, stopped: bool = False) -> list[tuple[int, TurnEnd]]:
-        """The agent has nothing left to do (``stopped``: it is gone): every open
-        message was answered."""
+    def idle(self, at: float, *, stopped: bool = False) -> list[tuple[int, TurnEnd]]:
+        """The agent has nothing left to do as of offset ``at`` (``stopped``: it is
+        gone; ``at`` is then infinite): every message before it was answered. A message
+        after it (the run's send answered before the stream caught up) stays open."""
         how: TurnEnd = "stopped" if stopped else "failed" if self._last_failed else "done"
-        for offset in self._open:
+        answered = [offset for offset in self._open if offset < at]
+        ended = []
+        for offset in answered:
             self._answered[offset] = how
+            run = self._open.pop(offset)
+            if run is not None:
+                ended.append((run, how))
         while len(self._answered) > self.ANSWERED_KEPT:
             del self._answered[next(iter(self._answered))]
-        ended = [(run, how) for run in self._open.values() if run is not None]
-        self._open.clear()
         return ended

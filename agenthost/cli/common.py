@@ -46,33 +46,11 @@ def agent_options(func: Callable[P, R]) -> Callable[P, R]:
     ``--agent``, ``--cwd``, ``--project``, ``--task``, ``--description``, ``--env``,
     ``--agent-opt``, ``--resume``, ``--budget-usd``, ``--budget-tokens``, ``--sandbox``,
     ``--size``."""
-    id_option = click.option(
-        "--agent-id", required=True, help="Name of the agent (its socket's name)."
-    )
-    return _agent_options(func, id_option)
-
-
-def target_options(func: Callable[P, R]) -> Callable[P, R]:
-    """:func:`agent_options` for a command whose runs go to an agent that exists
-    (``--agent-id ID``) or start a new one each (``--new`` and the options that
-    describe it): ``--agent-id`` is optional, ``--new`` a flag."""
-    id_option = click.option(
-        "--agent-id",
-        default=None,
-        help="Send to this agent (it exists); or --new to start an agent for each run.",
-    )
-    new_option = click.option(
-        "--new", is_flag=True, help="Start a new agent for each run, as the options describe."
-    )
-    return new_option(_agent_options(func, id_option))
-
-
-def _agent_options(func: Callable[P, R], id_option: Callable[[Any], Any]) -> Callable[P, R]:
     from agenthost.agents import AGENT_KINDS, DEFAULT_AGENT, kinds_help
     from agenthost.cli.params import USD
 
-    options: list[Callable[[Any], Any]] = [
-        id_option,
+    options = [
+        click.option("--agent-id", required=True, help="Name of the agent (its socket's name)."),
         click.option(
             "--agent",
             "kind",

@@ -3,66 +3,27 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any
 
 import click
 
 from agenthost.cli.common import (
-    agent_options,
-    check_adapter,
-    check_agent,
-    check_installed,
     complete_agent_ids,
     handle_errors,
     home_option,
     json_option,
-    parse_pairs,
     print_json,
     remember_agent_id,
     remote_option,
     run_there,
 )
 from agenthost.cli.params import FloatRange
+from agenthost.cli.spawnopts import parsed, spawn_options, spawn_spec
 from agenthost.log import LEVELS
 from agenthost.paths import validate_agent_id
 from agenthost.remote import Remote
-
-if TYPE_CHECKING:
-    from agenthost.daemon.protocol import SpawnSpec
-
-T = TypeVar("T")
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _worktree_fields(
-    worktree: str | None, repo: Path | None, setup: str | None, remote: Remote | None
-) -> dict[str, str | None]:
-    """The spec's worktree fields: the repository made absolute here, unless it is on
-    another machine (--remote: taken as given)."""
-    if worktree is None:
-        return {}
-    where = str((repo or Path.cwd()).expanduser().absolute()) if remote is None else str(repo)
-    return {"worktree": worktree, "repo": where, "setup": setup}
-
-
-def _parsed(
-    parse: Callable[[str], T],
-) -> Callable[[click.Context, click.Parameter, str | None], T | None]:
-    """A click callback that parses an option's value with ``parse`` (a ValueError is
-    the usage error); None stays None."""
-
-    def callback(_ctx: click.Context, _param: click.Parameter, value: str | None) -> T | None:
-        if value is None:
-            return None
-        try:
-            return parse(value)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from None
-
-    return callback
 
 
 def _positive_duration(value: str) -> float:
@@ -72,18 +33,6 @@ def _positive_duration(value: str) -> float:
     if seconds <= 0:
         raise ValueError(f"{value!r}: a duration above zero")
     return seconds
-
-
-def _size(value: str) -> int:
-    from agenthost.daemon.resources import parse_size
-
-    return parse_size(value)
-
-
-def _cpus(value: str) -> float:
-    from agenthost.daemon.resources import parse_cpus
-
-    return parse_cpus(value)
 
 
 @click.group(invoke_without_command=True, context_settings={"show_default": True})
@@ -140,7 +89,7 @@ def _cpus(value: str) -> float:
 @click.option(
     "--idle-stop",
     metavar="DURATION",
-    callback=_parsed(_positive_duration),
+    callback=parsed(_positive_duration),
     default=None,
     help="Stop an agent idle this long (30m, 2h); `run` of its id resumes it.",
 )
@@ -255,217 +204,19 @@ def _stop_first(agent_id: str) -> Iterator[None]:
         raise
 
 
-_RUN_OPTIONS: list[Callable[[Any], Any]] = [
-    click.option("--linger", type=FloatRange(min=0), default=None, help="As for serve."),
-    click.option("--stop-timeout", type=FloatRange(min=0), default=None, help="As for serve."),
-    click.option("--ring-size", type=click.IntRange(min=1), default=None, help="As for serve."),
-    click.option("--ring-bytes", type=click.IntRange(min=1024), default=None, help="As for serve."),
-    click.option(
-        "--restart",
-        type=click.Choice(["never", "on-failure"]),
-        default="never",
-        help="Restart the agent in a new host when it fails (Claude Code: with --resume).",
-    ),
-    click.option(
-        "--max-restarts", type=click.IntRange(min=0), default=5, help="Consecutive restarts."
-    ),
-    click.option(
-        "--backoff", type=FloatRange(min=0), default=1.0, help="First restart delay (doubles)."
-    ),
-    click.option(
-        "--backoff-max", type=FloatRange(min=0), default=60.0, help="Longest restart delay."
-    ),
-    click.option(
-        "--worktree",
-        "worktree",
-        is_flag=False,
-        flag_value="",
-        default=None,
-        metavar="[BRANCH]",
-        help="Run the agent in a git worktree of its own of --repo, on BRANCH (default: "
-        "agenthost/ID; made from the repository's HEAD if new). forget removes it.",
-    ),
-    click.option(
-        "--repo",
-        type=click.Path(path_type=Path),
-        default=None,
-        help="The repository of --worktree [default: the current directory].",
-    ),
-    click.option(
-        "--setup",
-        default=None,
-        metavar="COMMAND",
-        help="A shell command run in a new worktree before the agent starts (npm ci...).",
-    ),
-    click.option(
-        "--memory-max",
-        metavar="SIZE",
-        callback=_parsed(_size),
-        default=None,
-        help="Memory the host and its agent may use (512M, 2G); needs systemd scopes.",
-    ),
-    click.option(
-        "--cpu-max",
-        metavar="CPUS",
-        callback=_parsed(_cpus),
-        default=None,
-        help="CPUs the host and its agent may use (1.5); needs systemd scopes.",
-    ),
-]
-
-
-def run_options(func: Callable[P, R]) -> Callable[P, R]:
-    """What ``run`` takes besides :func:`agent_options` (the host's settings, the
-    restart policy, the worktree, the resource limits): for every command that starts
-    agents through the daemon (``hook add --new``)."""
-    for option in reversed(_RUN_OPTIONS):  # decorators apply bottom-up: keep --help's order
-        func = option(func)
-    return func
-
-
-def spawn_spec(
-    agent_id: str,
-    home: Path | None,
-    remote: Remote | None,
-    command: tuple[str, ...],
-    *,
-    kind: str,
-    cwd: Path | None,
-    project: str,
-    task: str | None,
-    description: str | None,
-    env: tuple[str, ...],
-    agent_opts: tuple[str, ...],
-    resume: str | None,
-    budget_usd: float | None,
-    budget_tokens: int | None,
-    sandbox: str | None,
-    size: tuple[int, int] | None,
-    linger: float | None,
-    stop_timeout: float | None,
-    ring_size: int | None,
-    ring_bytes: int | None,
-    restart: str,
-    max_restarts: int,
-    backoff: float,
-    backoff_max: float,
-    worktree: str | None,
-    repo: Path | None,
-    setup: str | None,
-    memory_max: int | None,
-    cpu_max: float | None,
-) -> tuple[Path | None, SpawnSpec]:
-    """The home and the spawn :func:`agent_options` and :func:`run_options` describe,
-    with the usage errors of ``run`` raised before anything starts (the options that
-    go together, the branch, the repository, the socket path, the adapter, the
-    program when no daemon runs to check it, the sandbox)."""
-    from agenthost.daemon.protocol import RestartPolicy, SpawnSpec
-    from agenthost.terminal.sizes import format_size
-
-    if worktree is None and (repo is not None or setup is not None):
-        raise click.UsageError("--repo and --setup go with --worktree")
-    if worktree is not None and cwd is not None:
-        raise click.UsageError("--worktree chooses the working directory: no --cwd with it")
-    if worktree is not None and remote is not None and repo is None:
-        raise click.UsageError("--worktree with --remote needs --repo (a directory there)")
-    if worktree:
-        from agenthost.daemon.worktrees import check_branch
-        from agenthost.errors import ConfigError
-
-        try:
-            check_branch(worktree)
-        except ConfigError as exc:
-            raise click.BadParameter(exc.message, param_hint="--worktree") from None
-    if worktree is not None and remote is None:  # a usage error, before anything starts
-        from agenthost.daemon.worktrees import find_repo
-
-        find_repo(str(repo or Path.cwd()))
-    if remote is None:
-        from agenthost.daemon.client import daemon_alive
-
-        root: Path | None
-        root, params = check_agent(agent_id, home, kind, resume, agent_opts, command)
-        here = str((cwd or Path.cwd()).absolute())
-        if not daemon_alive(root):  # the one started now has our PATH; a running one checks
-            check_installed(kind, resume, params, command, cwd=here, env=parse_pairs(env))
-        from agenthost.sandbox.resolve import check_sandbox
-
-        check_sandbox(root, sandbox, agent_id, project)
-        where: str | None = here
-    else:  # the home and the directory are the remote's: only the adapter is checked here
-        validate_agent_id(remember_agent_id(agent_id))
-        root, params = home, check_adapter(kind, resume, agent_opts, command)
-        where = str(cwd) if cwd is not None else None
-    return root, SpawnSpec(
-        agent_id=agent_id,
-        agent=kind,
-        command=list(command),
-        cwd=where,
-        env=parse_pairs(env),
-        project=project,
-        task=task,
-        description=description,
-        agent_opts=params,
-        resume=resume,
-        budget_usd=budget_usd,
-        budget_tokens=budget_tokens,
-        sandbox=sandbox,
-        size=format_size(size) if size is not None else None,
-        linger=linger,
-        stop_timeout=stop_timeout,
-        ring_size=ring_size,
-        ring_bytes=ring_bytes,
-        restart=RestartPolicy(
-            policy="on-failure" if restart == "on-failure" else "never",
-            max_restarts=max_restarts,
-            backoff=backoff,
-            backoff_max=backoff_max,
-        ),
-        memory_max=memory_max,
-        cpu_max=cpu_max,
-        **_worktree_fields(worktree, repo, setup, remote),
-    )
-
-
 @click.command(context_settings={"show_default": True})
-@agent_options
-@run_options
+@spawn_options
 @remote_option
 @home_option
 @json_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
 def run(
-    agent_id: str,
-    kind: str,
-    cwd: Path | None,
-    project: str,
-    task: str | None,
-    description: str | None,
-    env: tuple[str, ...],
-    agent_opts: tuple[str, ...],
-    resume: str | None,
-    budget_usd: float | None,
-    budget_tokens: int | None,
-    sandbox: str | None,
-    size: tuple[int, int] | None,
-    linger: float | None,
-    stop_timeout: float | None,
-    ring_size: int | None,
-    ring_bytes: int | None,
-    restart: str,
-    max_restarts: int,
-    backoff: float,
-    backoff_max: float,
-    worktree: str | None,
-    repo: Path | None,
-    setup: str | None,
-    memory_max: int | None,
-    cpu_max: float | None,
     home: Path | None,
     remote: Remote | None,
     as_json: bool,
     command: tuple[str, ...],
+    **options: Any,
 ) -> None:
     """Start an agent through the daemon: agenthost run --agent-id ID [-- COMMAND ...]
 
@@ -481,37 +232,8 @@ def run(
     from agenthost.daemon.client import DaemonClient, ensure_daemon
     from agenthost.daemon.protocol import SpawnResponse
 
-    root, spec = spawn_spec(
-        agent_id,
-        home,
-        remote,
-        command,
-        kind=kind,
-        cwd=cwd,
-        project=project,
-        task=task,
-        description=description,
-        env=env,
-        agent_opts=agent_opts,
-        resume=resume,
-        budget_usd=budget_usd,
-        budget_tokens=budget_tokens,
-        sandbox=sandbox,
-        size=size,
-        linger=linger,
-        stop_timeout=stop_timeout,
-        ring_size=ring_size,
-        ring_bytes=ring_bytes,
-        restart=restart,
-        max_restarts=max_restarts,
-        backoff=backoff,
-        backoff_max=backoff_max,
-        worktree=worktree,
-        repo=repo,
-        setup=setup,
-        memory_max=memory_max,
-        cpu_max=cpu_max,
-    )
+    spec, root = spawn_spec(options, home=home, remote=remote, command=command)
+    agent_id = spec.agent_id
     daemon_pid = ensure_daemon(root) if root is not None and remote is None else 0
 
     async def spawn() -> SpawnResponse:

@@ -8,24 +8,8 @@ from typing import Any
 
 import click
 
-from agenthost.cli.common import (
-    handle_errors,
-    home_option,
-    json_option,
-    print_json,
-    target_options,
-)
-from agenthost.cli.daemon import run_options, spawn_spec
-
-SPAWN_ONLY = (
-    "kind cwd project task description env agent_opts resume budget_usd budget_tokens "
-    "sandbox size linger stop_timeout ring_size ring_bytes restart max_restarts backoff "
-    "backoff_max worktree repo setup memory_max cpu_max"
-).split()
-"""The options that describe the agent ``--new`` starts (not ``--agent-id``'s)."""
-NEW_SUFFIX = len("-YYYYMMDD-HHMMSS-99")
-"""What the daemon adds to a ``--new`` hook's name for each agent it starts (a number
-when two start within a second)."""
+from agenthost.cli.common import handle_errors, home_option, json_option, print_json
+from agenthost.cli.spawnopts import SPAWN_OPTIONS, spawn_options, spawn_spec
 
 
 @click.group()
@@ -38,14 +22,15 @@ def hook() -> None:
     """
 
 
-@hook.command(
-    "add",
-    context_settings={"show_default": True},
-    short_help="Add a hook: a template and a target.",
-)
+@hook.command("add", short_help="Add a hook: a template and a target.")
 @click.argument("name")
-@target_options
-@run_options
+@click.option(
+    "--new",
+    is_flag=True,
+    help="Start a new agent for each delivery (id AGENT_ID-YYYYMMDD-HHMMSS, with the "
+    "options below) and stop it when its turn ends [default: send to the running "
+    "--agent-id].",
+)
 @click.option(
     "--event",
     "events",
@@ -61,22 +46,23 @@ def hook() -> None:
     help="The secret (its first line), e.g. the one typed into GitHub: a file of yours "
     "only you can read [default: a new random one, printed once].",
 )
+@spawn_options
 @home_option
 @json_option
 @click.argument("template")
 @handle_errors
 def add(
     name: str,
-    agent_id: str | None,
     new: bool,
     events: tuple[str, ...],
     secret_file: Path | None,
     home: Path | None,
     as_json: bool,
     template: str,
-    **spawn: Any,
+    **options: Any,
 ) -> None:
-    """Add hook NAME: each delivery sends TEMPLATE, filled from its payload.
+    """Add hook NAME: each delivery sends TEMPLATE, filled from its payload, to the
+    agent --agent-id, or with --new starts a new agent with it.
 
     TEMPLATE inserts payload fields by their dotted path, e.g.
     'Review {pull_request.html_url}: {pull_request.title}' ({{ and }} are braces;
@@ -84,6 +70,7 @@ def add(
     --secret-file, the new secret (once: it is kept in <home>/webhooks/NAME.secret).
     """
     from agenthost.automation import hookfiles, webhooks
+    from agenthost.automation.model import RunTarget
     from agenthost.paths import resolve_home, webhooks_dir
 
     hookfiles.check_name(name)
@@ -91,35 +78,23 @@ def add(
     filters = tuple(webhooks.parse_event(e) for e in events)
     ctx = click.get_current_context()
     given = [
-        n for n in SPAWN_ONLY if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT
+        "--" + n.replace("_", "-").replace("kind", "agent")
+        for n in SPAWN_OPTIONS
+        if n != "agent_id" and ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT
     ]
-    if (agent_id is None) == (not new):
-        raise click.UsageError("give one of --agent-id ID (send to it) and --new (start one)")
-    if agent_id is not None:
-        if given:
-            option = "--" + given[0].replace("_", "-").replace("kind", "agent")
-            raise click.UsageError(f"{option} describes a new agent: it goes with --new")
-        hookfiles.check_target({"agent_id": agent_id})
-        root = resolve_home(home)
-        target: dict[str, Any] = {"agent_id": agent_id}
+    if new:
+        spec, _ = spawn_spec(options, home=home, remote=None)
+        target = RunTarget(new=spec)
+    elif given:
+        raise click.UsageError(f"{given[0]} describes a new agent: it goes with --new")
     else:
-        from agenthost.paths import AGENT_ID_MAX
-
-        if len(name) > AGENT_ID_MAX - NEW_SUFFIX:  # the agents' ids would be too long
-            raise click.BadParameter(
-                f"with --new, at most {AGENT_ID_MAX - NEW_SUFFIX} characters: the agents "
-                "it starts are named NAME-YYYYMMDD-HHMMSS",
-                param_hint="NAME",
-            )
-        found, spec = spawn_spec(f"{name}-{'0' * 8}-{'0' * 6}-99", home, None, (), **spawn)
-        spec = spec.model_copy(update={"agent_id": name})
-        assert found is not None  # (a local home)
-        root = found
-        target = hookfiles.new_target(spec.model_dump(mode="json", exclude_defaults=True))
-    secret = None
-    if secret_file is not None:
-        secret = _read_secret(secret_file)
-    entry = hookfiles.Hook(name, target, parsed, filters)
+        target = RunTarget(agent_id=options["agent_id"])
+    root = resolve_home(home)
+    stored = target.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    if target.new is not None:  # its id is the runs' prefix: kept even as a default
+        stored["new"]["agent_id"] = target.new.agent_id
+    secret = _read_secret(secret_file) if secret_file is not None else None
+    entry = hookfiles.Hook(name, hookfiles.check_target(stored), parsed, filters)
     value = hookfiles.add_hook(root, entry, secret)
     if as_json:
         body: dict[str, Any] = {"ok": True, "hook": entry.describe()}
@@ -127,7 +102,7 @@ def add(
             body["secret"] = value.decode()
         print_json(body)
         return
-    click.echo(f"hook {name}: deliveries to POST {entry.path} of agenthost web")
+    click.echo(f"hook {name}: deliveries to POST {entry.path} -> {target.describe()}")
     if secret is None:
         click.echo(f"secret (shown once; kept in {webhooks_dir(root)}): {value.decode()}")
 

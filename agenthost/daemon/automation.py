@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -39,8 +40,16 @@ from agenthost.automation.model import (
     ScheduleSpec,
 )
 from agenthost.automation.plan import TurnEnd, Turns, decide
+from agenthost.daemon.registry import redacted
 from agenthost.daemon.runstore import RunStore, Schedule
-from agenthost.errors import AgentHostError, AgentNotRunning, ConfigError, RegistryError
+from agenthost.errors import (
+    AgentHostError,
+    AgentNotRunning,
+    Busy,
+    ConfigError,
+    RegistryError,
+    UnknownRequest,
+)
 from agenthost.names import FINAL_STATES, AgentState
 from agenthost.protocol import StreamEvent
 
@@ -72,6 +81,9 @@ class Agents(Protocol):
 
     def state(self, agent_id: str) -> str | None:
         """The agent's state while its host runs; None when it does not."""
+
+    def terminal(self, agent_id: str) -> bool:
+        """Whether the agent is a terminal agent (no turns: a send is typed)."""
 
 
 class Automation:
@@ -165,8 +177,12 @@ class Automation:
         """A schedule, its last run and its next due time."""
         schedule = self._known(name)
         last = self.store.runs("schedule", name, limit=1)
+        spec = schedule.spec
+        if spec.target.new is not None:  # the names of its --env, not their values
+            shown = redacted(spec.target.new)
+            spec = spec.model_copy(update={"target": RunTarget(new=shown)})
         return ScheduleInfo(
-            spec=schedule.spec,
+            spec=spec,
             created_at=_dt(schedule.created_at),
             next_at=_dt(schedule.next_at) if schedule.next_at is not None else None,
             last=last[0] if last else None,
@@ -182,7 +198,7 @@ class Automation:
         while its previous run goes."""
         schedule = self._known(name)
         if self._running("schedule", name):
-            raise ConfigError(
+            raise Busy(
                 f"schedule {name!r} has a run going",
                 hint="a run never overlaps itself: wait for it to end (agenthost schedule list)",
             )
@@ -200,7 +216,7 @@ class Automation:
     def _known(self, name: str) -> Schedule:
         schedule = self.schedules.get(name)
         if schedule is None:
-            raise ConfigError(
+            raise UnknownRequest(
                 f"there is no schedule {name!r}", hint="`agenthost schedule list` lists them"
             )
         return schedule
@@ -370,6 +386,9 @@ class Automation:
         if offset is None:  # a host too old to say where: its answer cannot be told
             self._end(run, "done", "sent (the agent's host does not report offsets)")
             return
+        if self.agents.terminal(agent_id):
+            self._end(run, "done", "typed into its terminal (a terminal agent has no turns)")
+            return
         for run_id, how in self._turns(agent_id).message(offset, run.run_id):
             self._ended(run_id, how)
 
@@ -391,17 +410,17 @@ class Automation:
         elif kind == "error" and (event.model_extra or {}).get("turn_failed") is True:
             turns.turn(failed=True)
         elif kind == "state" and event.state == AgentState.IDLE:
-            for run_id, how in turns.idle():
+            for run_id, how in turns.idle(event.offset):
                 self._ended(run_id, how)
         elif kind == "state" and event.state in FINAL_STATES:
-            for run_id, how in turns.idle(stopped=True):
+            for run_id, how in turns.idle(event.offset, stopped=True):
                 self._ended(run_id, how)
 
     def on_gone(self, agent_id: str) -> None:
         """The agent's host is gone: its runs end (``stopped``)."""
         turns = self.turns.pop(agent_id, None)
         if turns is not None:
-            for run_id, how in turns.idle(stopped=True):
+            for run_id, how in turns.idle(math.inf, stopped=True):
                 self._ended(run_id, how)
 
     def _turns(self, agent_id: str) -> Turns:

@@ -50,4 +50,9 @@ class SupervisedAgents:
         record = agent.record
         if record.status not in (AgentStatus.RUNNING, AgentStatus.UNREACHABLE):
             return None
-        return record.state or None
+        return record.state or "starting"
+
+    def terminal(self, agent_id: str) -> bool:
+        agent = self.sup.agents.get(agent_id)
+        spec = agent.record.spec if agent is not None else None
+        return spec is not None and spec.agent == "pty"

@@ -106,7 +106,7 @@ def daemon_table() -> dict[str, tuple[str, str]]:
     """docs/daemon.md's table of messages: type -> (request cell, response cell)."""
     rows = {}
     for line in (ROOT / "docs" / "daemon.md").read_text().splitlines():
-        match = re.match(r"^\| `(daemon\.\w+)` \|(.*)\|(.*)\|$", line)
+        match = re.match(r"^\| `(daemon\.[\w.]+)` \|(.*)\|(.*)\|$", line)
         if match:
             rows[match.group(1)] = (match.group(2), match.group(3))
     return rows

@@ -137,8 +137,8 @@ def test_a_delivery_starts_a_new_agent(
     world: DaemonWorld, tmp_path: Path, served: tuple[httpx.Client, str]
 ) -> None:
     api, _ = served
-    add_hook(world, tmp_path, "fresh", "--new", "--agent", "demo", "--cwd", str(tmp_path),
-             "Look at {pull_request.html_url}")  # fmt: skip
+    add_hook(world, tmp_path, "fresh", "--agent-id", "fresh", "--new", "--agent", "demo",
+             "--cwd", str(tmp_path), "Look at {pull_request.html_url}")  # fmt: skip
     answer = deliver(api, "fresh", PAYLOAD, "d-new")
     assert answer.status_code == 202, answer.text
     run = answer.json()["run"]
