@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-from agenthost.client import AsyncClient
 from agenthost.daemon import commands
 from agenthost.daemon.protocol import AgentStatus, DaemonStopRequest, SpawnSpec
 from agenthost.daemon.supervisor import Supervisor
@@ -31,6 +30,8 @@ class SupervisedAgents:
         await asyncio.wait_for(agent.attached.wait(), timeout)
 
     async def send(self, agent_id: str, text: str, key: str, origin: dict[str, str]) -> int | None:
+        from agenthost.client import AsyncClient  # with the first run, not at start-up
+
         async with AsyncClient(
             agent_id, home=self.sup.home, request_timeout=SEND_TIMEOUT
         ) as client:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 from pydantic import BaseModel
@@ -27,7 +27,6 @@ from agenthost._version import __version__
 from agenthost.aio import cancel_all
 from agenthost.attention.notifier import Notifier
 from agenthost.daemon import commands
-from agenthost.daemon.automation import Automation, automation_request
 from agenthost.daemon.backfill import Backfills, open_source
 from agenthost.daemon.fanout import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_EVENTS, Held, Hub
 from agenthost.daemon.files import daemon_lock_path, daemon_socket_path, registry_path
@@ -45,12 +44,13 @@ from agenthost.daemon.protocol import (
     WatchRequest,
 )
 from agenthost.daemon.registry import Registry
-from agenthost.daemon.runagents import SupervisedAgents
-from agenthost.daemon.runstore import RunStore
 from agenthost.daemon.server import DaemonConnection, DaemonServer
 from agenthost.daemon.spawner import HostScope, Spawner
 from agenthost.daemon.startup import reconcile, scan_once
 from agenthost.daemon.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from agenthost.daemon.automation import Automation
 from agenthost.errors import DaemonAlreadyRunning, HostAlreadyRunning, RegistryError
 from agenthost.lockfile import HostLock, read_lock_info
 from agenthost.paths import check_socket_path, ensure_private_dir, hosts_dir
@@ -140,21 +140,34 @@ class Daemon:
                 self.supervisor, attach_timeout=self.config.attach_timeout
             )
             self.supervisor.dequeue_soon()  # places may have freed while no daemon ran
-            self.automation = Automation(RunStore(self.registry), SupervisedAgents(supervisor))
-            self.supervisor.observer = self.automation
-            self.automation.start()  # after the reconcile: it knows which agents run
             self.server = DaemonServer(self.socket_path, self, max_queue=self.hub.max_queue)
             await self.server.start()
             self._chore(self._flush_loop())
             if self.config.scan_interval > 0:
                 self._chore(self._scan_loop())
             sd_notify(f"READY=1\nMAINPID={os.getpid()}")
+            self.start_automation()  # after the reconcile: it knows which agents run
             log.info(
                 "daemon.ready", socket=str(self.socket_path), agents=len(self.supervisor.agents)
             )
             await self._stop.wait()
         finally:
             await self._shutdown()
+
+    def start_automation(self) -> Automation:
+        """The schedules and runs (:mod:`agenthost.daemon.automation`), started once:
+        after READY (their imports are not the daemon's start-up), or by the first
+        request for them if one comes sooner."""
+        if self.automation is None:
+            from agenthost.daemon.automation import Automation
+            from agenthost.daemon.runagents import SupervisedAgents
+            from agenthost.daemon.runstore import RunStore
+
+            assert self.registry is not None and self.supervisor is not None
+            self.automation = Automation(RunStore(self.registry), SupervisedAgents(self.supervisor))
+            self.supervisor.observer = self.automation
+            self.automation.start()
+        return self.automation
 
     def _take_lock(self) -> None:
         try:
@@ -256,8 +269,10 @@ class Daemon:
             assert isinstance(payload, SwitchRequest)
             return self._later(mtype, request, switching.switch(sup, payload))
         if mtype.startswith(("daemon.run", "daemon.schedule.")):
-            assert self.automation is not None
-            return self._later(mtype, request, automation_request(self.automation, mtype, payload))
+            from agenthost.daemon.automation import automation_request
+
+            work = automation_request(self.start_automation(), mtype, payload)
+            return self._later(mtype, request, work)
         if mtype is DaemonMessageType.WATCH:
             assert isinstance(payload, WatchRequest)
             self.unwatch(conn)
