@@ -255,6 +255,20 @@ class LinkRefused(Forbidden):
         self.why = why
 
 
+class HookRefused(AgentHostError):
+    """A webhook delivery refused (``POST /hooks/NAME``): ``status`` is the HTTP
+    status of the answer (401 no or a forged signature, 404 no such hook, 413 too
+    large, 400 not a JSON object, 422 a field the template names is missing) and
+    ``reason`` its stable code. Never crosses the host protocol."""
+
+    code = ErrorCode.FORBIDDEN
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
 class InternalError(AgentHostError):
     """A bug or an unexpected condition in the host."""
 

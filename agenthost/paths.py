@@ -153,6 +153,12 @@ def hooks_dir(home: Path) -> Path:
     return home / "hooks"
 
 
+def webhooks_dir(home: Path) -> Path:
+    """The signed webhooks' definitions and secrets (``agenthost hook add``), apart
+    from ``hooks/``, the terminal agents' hook sockets."""
+    return home / "webhooks"
+
+
 def hook_socket_path(home: Path, agent_id: str) -> Path:
     """The hook socket of a terminal agent (:mod:`agenthost.host.tuihooks`)."""
     return hooks_dir(home) / f"{agent_id}.sock"

@@ -92,6 +92,7 @@ SANS_IO = (
     "agenthost.terminal.modes",
     "agenthost.terminal.guard",
     "agenthost.daemon.tuispec",
+    "agenthost.automation.webhooks",
 )
 """Modules that do no I/O: they import neither asyncio nor socket."""
 

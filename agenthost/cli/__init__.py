@@ -54,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "notify": ("agenthost.cli.notify", "notify"),
     "config": ("agenthost.cli.policy", "config"),
     "sandbox": ("agenthost.cli.sandbox", "sandbox"),
+    "hook": ("agenthost.cli.hooks", "hook"),
 }
 """Command name -> (module, attribute), in the order ``--help`` lists them."""
 
@@ -88,6 +89,7 @@ SUMMARIES: dict[str, str] = {
     "notify": "Test the notification channels, read what was sent.",
     "config": "Check the home's config.toml.",
     "sandbox": "Check that agents can be confined here; show a sandbox.",
+    "hook": "Add, list and remove the signed webhooks that start runs.",
 }
 """Command name -> its one-line summary in ``agenthost --help`` (click would cut each
 help text's first sentence with "..."). Listed from here: ``--help`` imports none of

@@ -2,6 +2,15 @@
 cookies, and the Host and Origin checks. Sans-IO: the decisions only;
 :mod:`agenthost.web.tokens` keeps the token store on disk and
 :mod:`agenthost.web.app` applies these to requests.
+
+Every route needs a token (Bearer or session cookie) of the scope it names but these:
+the page and its static files (nothing of an agent in them), ``/api/login`` (it takes
+the token), the approval links ``/l/TOKEN`` (the signed link is the credential), and
+``POST /hooks/NAME``, a webhook delivery, which no token could come with (GitHub sends
+what it was told when the webhook was made): the HMAC-SHA256 of its body with the
+hook's secret is its authentication (:mod:`agenthost.automation.webhooks`), checked
+before anything of the body is used. Without the secret a sender is refused, whatever
+it sends; nothing can be read through that route either.
 """
 
 from __future__ import annotations

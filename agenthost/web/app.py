@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agenthost.client import AsyncClient
 from agenthost.errors import AgentHostError, HostNotFound
-from agenthost.web import access, automation, handlers, links, terminal
+from agenthost.web import access, automation, handlers, hooks, links, terminal
 from agenthost.web.access import COOKIE_NAME, SESSION_SECONDS
 from agenthost.web.fanout import shared_stream
 from agenthost.web.gateway import (
@@ -200,6 +200,9 @@ def routes(gw: Gateway) -> list[BaseRoute]:
         Route("/l/{token:path}", plain(links.show), methods=["GET"]),
         Route("/l/{token:path}", plain(links.follow), methods=["POST"]),
         Route("/api/login", plain(login), methods=["POST"]),
+        # no token: the HMAC of the body with the hook's secret authenticates it
+        Route("/hooks/{name}", plain(hooks.deliver), methods=["POST"]),
+        Route("/api/hooks", e("read", hooks.list_hooks), methods=["GET"]),
         Route("/api/logout", plain(logout), methods=["POST"]),
         Route("/api/me", e("read", me), methods=["GET"]),
         Route("/api/agents", e("read", list_agents), methods=["GET"]),

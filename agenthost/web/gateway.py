@@ -155,21 +155,20 @@ def check_origin(gw: Gateway, request: Request) -> None:
         raise HttpError(403, "bad_origin", "requests from another origin are refused")
 
 
-async def read_body(request: Request) -> bytes:
-    """The request's body, at most MAX_BODY bytes (HttpError 413 beyond; 400 when the
-    connection ended first: the client left, or was too slow)."""
+async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request's body, at most ``limit`` bytes (HttpError 413 beyond, before any
+    is read when its Content-Length says so; 400 when the connection ended first: the
+    client left, or was too slow)."""
     length = request.headers.get("content-length")
-    if length is not None and not (
-        length.isascii() and length.isdigit() and int(length) <= MAX_BODY
-    ):
-        raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
+    if length is not None and not (length.isascii() and length.isdigit() and int(length) <= limit):
+        raise HttpError(413, "too_large", f"the body is over {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
-            if size > MAX_BODY:
-                raise HttpError(413, "too_large", f"the body is over {MAX_BODY} bytes")
+            if size > limit:
+                raise HttpError(413, "too_large", f"the body is over {limit} bytes")
             chunks.append(chunk)
     except ClientDisconnect:
         # nobody reads the answer: it is for the log's line, not a traceback

@@ -38,6 +38,7 @@ from agenthost.paths import (
     log_path,
     logs_dir,
     socket_path,
+    webhooks_dir,
     worktrees_dir,
 )
 from agenthost.privatedb import SIDE_FILES
@@ -75,6 +76,8 @@ def home_files(home: Path) -> set[str]:
         notices_path(home),
         TokenStore(home).path,
         links_path(home),
+        webhooks_dir(home) / f"{AGENT}.toml",
+        webhooks_dir(home) / f"{AGENT}.secret",
     }
     # the session secret's name is not exported: have the code make it
     before = set(web_dir(home).glob("*")) if web_dir(home).exists() else set()
@@ -87,6 +90,7 @@ def home_files(home: Path) -> set[str]:
         journals_dir(home),
         journal_dir(home, AGENT),
         worktrees_dir(home),
+        webhooks_dir(home),
         worktree_path(home, AGENT),
         web_dir(home),
         link_key_path(home).parent,

@@ -6,6 +6,7 @@ import { api, Stream } from "./api.js";
 import { showAutomation } from "./automation.js";
 import { stateClass } from "./conversation.js";
 import { ago, dollars, h, replace, when } from "./dom.js";
+import { hooksSection } from "./hooks.js";
 
 /** States under which no host runs the agent now (the daemon's statuses). */
 const NO_HOST = new Set(["lost", "unreachable", "restarting", "spawning", "failed", "stopped"]);
@@ -228,11 +229,13 @@ export function showOverview(page, agents) {
   });
   // "5 min ago" stays true without a new list.
   const ticker = setInterval(render, 30000);
+  const hooks = hooksSection(page.app);
   return {
     close() {
       unsubscribe();
       clearInterval(ticker);
       automation.close();
+      hooks.close();
     },
   };
 }
