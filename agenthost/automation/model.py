@@ -18,11 +18,14 @@ from pydantic import Field, StrictStr, field_validator, model_validator
 from agenthost.daemon.spec import SpawnSpec
 from agenthost.errors import InvalidAgentId
 from agenthost.models import OpenModel, PeerModel
-from agenthost.paths import validate_agent_id
+from agenthost.paths import AGENT_ID_MAX, validate_agent_id
 
 MESSAGE_LIMIT: Final = 100_000
 """Characters of one run's message (a template's output is cut to it before)."""
 NAME_LIMIT: Final = 64
+PREFIX_MAX: Final = AGENT_ID_MAX - len("-YYYYMMDD-HHMMSS-99")
+"""The longest agent id of a ``new`` target: each run's agent is ``PREFIX-YYYYMMDD-HHMMSS``
+(``-2``, ``-3``... when two runs start in one second)."""
 
 RunSource = Literal["schedule", "hook"]
 RunResult = Literal["running", "done", "failed", "skipped", "stopped"]
@@ -66,6 +69,11 @@ class RunTarget(PeerModel):
     def _one(self) -> Self:
         if (self.agent_id is None) == (self.new is None):
             raise ValueError("a run goes to an agent (agent_id) or starts one (new): one of them")
+        if self.new is not None and len(self.new.agent_id) > PREFIX_MAX:
+            raise ValueError(
+                f"the agent id of a new agent per run is a prefix of at most {PREFIX_MAX} "
+                "characters (each run's id adds -YYYYMMDD-HHMMSS)"
+            )
         if self.new is not None and self.new.agent == "pty":
             raise ValueError(
                 "a new terminal agent (pty) has no turns: a run could not tell when it "

@@ -118,7 +118,10 @@ class RunStore:
     ) -> tuple[RunRecord, bool]:
         """Insert ``run`` (its ``run_id`` is assigned) and, with ``next_at``, move that
         schedule's due time on, in one transaction. A run of the same source, name and
-        key already there is returned instead, with True (nothing is written)."""
+        key already there is returned instead, with True (nothing is written), unless
+        it failed before its message reached the agent: a redelivery (GitHub's
+        "Redeliver") then runs again, and the failed run keeps its record under the key
+        ``KEY#RUN_ID``."""
         try:
             with self.registry.transaction() as db:
                 if run.key is not None:
@@ -126,8 +129,13 @@ class RunStore:
                         "SELECT * FROM runs WHERE source = ? AND name = ? AND key = ?",
                         (run.source, run.name, run.key),
                     ).fetchone()
-                    if row is not None:
+                    if row is not None and (row["result"] != "failed" or row["msg_offset"]):
                         return _run(row), True
+                    if row is not None:  # it never reached its agent: a redelivery may
+                        db.execute(
+                            "UPDATE runs SET key = ? WHERE run_id = ?",
+                            (f"{run.key}#{row['run_id']}", row["run_id"]),
+                        )
                 cursor = db.execute(
                     "INSERT INTO runs (source, name, key, agent_id, msg_offset, started_at, "
                     "ended_at, result, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

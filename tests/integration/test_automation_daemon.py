@@ -78,13 +78,21 @@ def test_a_run_sends_to_an_agent_records_it_in_its_journal_and_a_replay_is_ignor
     assert governance["run_id"] == str(run_id) and governance["event"] == "pull_request"
 
 
-def test_a_run_to_an_agent_that_does_not_run_fails_with_the_reason(world: DaemonWorld) -> None:
+def test_a_run_to_an_agent_that_does_not_run_fails_and_a_redelivery_runs_again(
+    world: DaemonWorld,
+) -> None:
     world.start_daemon()
-    answer = world.request(
-        "daemon.run", {"name": "h", "target": {"agent_id": "nobody"}, "message": "hi"}
-    )
+    delivery = {"name": "h", "key": "d-1", "target": {"agent_id": "late"}, "message": "hi"}
+    answer = world.request("daemon.run", delivery)
     failed = ended(world, answer["run"]["run_id"])
     assert failed["result"] == "failed" and "not running" in failed["reason"]
+    spawn_demo(world, "late")
+    again = world.request("daemon.run", delivery)  # GitHub's "Redeliver": same id
+    assert not again["duplicate"] and again["run"]["run_id"] != failed["run_id"]
+    assert ended(world, again["run"]["run_id"])["result"] == "done"
+    assert world.request("daemon.run", delivery)["duplicate"]  # it reached the agent
+    keys = {r["run_id"]: r["key"] for r in runs(world, name="h")}
+    assert keys == {failed["run_id"]: f"d-1#{failed['run_id']}", again["run"]["run_id"]: "d-1"}
 
 
 def test_a_new_agent_per_run_is_stopped_once_it_answered_and_keeps_its_journal(

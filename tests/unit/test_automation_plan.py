@@ -108,6 +108,9 @@ def test_models_refuse_garbage() -> None:
         RunTarget.model_validate({"agent_id": "a", "new": {"agent_id": "b"}})
     with pytest.raises(ValidationError):
         RunTarget(agent_id="../x")
+    with pytest.raises(ValidationError, match="prefix of at most 45"):
+        RunTarget.model_validate({"new": {"agent_id": "p" * 46}})
+    assert RunTarget.model_validate({"new": {"agent_id": "p" * 45}}).new is not None
     with pytest.raises(ValidationError, match="terminal agent"):
         RunTarget.model_validate({"new": {"agent_id": "t", "agent": "pty"}})
     target = RunTarget(agent_id="a")
