@@ -147,6 +147,7 @@ class AgentRecord:
             structured_spec=redacted(self.structured_spec),
             branch=_branch(self),
             worktree=self.spec.cwd if self.spec and self.spec.worktree is not None else None,
+            forked_from=self.spec.fork.from_agent if self.spec and self.spec.fork else None,
             created_at=_dt(self.created_at) or datetime.now(UTC),
             updated_at=_dt(self.updated_at) or datetime.now(UTC),
             spec=redacted(self.spec),

@@ -52,6 +52,8 @@ OPTIONS = st.builds(
     description=st.none() | TEXT,
     agent_opts=st.dictionaries(KEYS, TEXT, max_size=3),
     resume=st.none() | TEXT,
+    fork=st.none() | TEXT,
+    fork_at=st.none() | TEXT,
     linger=SECONDS,
     stop_timeout=SECONDS,
     ring_size=st.integers(1, 1 << 31),
