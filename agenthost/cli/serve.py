@@ -100,6 +100,12 @@ from agenthost.log import LEVELS
     default=None,
     help="With --fork: copy the conversation up to this point (the agent's own id).",
 )
+@click.option(
+    "--forked-from",
+    default=None,
+    metavar="ID",
+    help="The agent it was forked from (shown by status; agenthost fork sets it).",
+)
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @click.option(
     "--log-level", type=click.Choice(LEVELS), default=DEFAULTS.log_level, help="Log verbosity."
@@ -135,6 +141,7 @@ def serve(
     journal_segment_bytes: int,
     fork_session: str | None,
     fork_at: str | None,
+    forked_from: str | None,
     detach: bool,
     log_level: str,
     home: Path | None,
@@ -224,6 +231,7 @@ def options_from_params(params: Mapping[str, Any]) -> HostOptions:
         resume=params["resume"],
         fork=params.get("fork_session"),
         fork_at=params.get("fork_at"),
+        forked_from=params.get("forked_from"),
         budget_usd=params["budget_usd"],
         budget_tokens=params["budget_tokens"],
         sandbox=params["sandbox"],

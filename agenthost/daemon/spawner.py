@@ -113,6 +113,7 @@ def host_options(
         # a fork's first start forks; a restart resumes the fork's own session
         fork=spec.fork.session_id if spec.fork and resume is None and not spec.resume else None,
         fork_at=spec.fork.point if spec.fork and resume is None and not spec.resume else None,
+        forked_from=spec.fork.from_agent if spec.fork else None,
         budget_usd=spec.budget_usd,
         budget_tokens=spec.budget_tokens,
         sandbox=spec.sandbox,

@@ -165,6 +165,7 @@ class HostConfig:
     fork: str | None = None
     """Start on a copy of this session (``agenthost fork``)."""
     fork_at: str | None = None
+    forked_from: str | None = None
     agent_params: Mapping[str, str] = field(default_factory=dict)
     budget_usd: float | None = None
     budget_tokens: int | None = None
@@ -196,6 +197,7 @@ class HostConfig:
             resume=options.resume,
             fork=options.fork,
             fork_at=options.fork_at,
+            forked_from=options.forked_from,
             agent_params=options.agent_opts,
             budget_usd=options.budget_usd,
             budget_tokens=options.budget_tokens,
@@ -929,6 +931,7 @@ class Host:
             paused_until=_dt(self.pauses.until) if self.pauses and self.pauses.until else None,
             paused_reason=self.pauses.reason if self.pauses and self.pauses.paused else None,
             last_event_at=self.stream.last_event_at,
+            forked_from=self.config.forked_from,
             **fields,
         )
 

@@ -54,6 +54,7 @@ OPTIONS = st.builds(
     resume=st.none() | TEXT,
     fork=st.none() | TEXT,
     fork_at=st.none() | TEXT,
+    forked_from=st.none() | st.from_regex(r"[a-z][a-z0-9_-]{0,20}", fullmatch=True),
     linger=SECONDS,
     stop_timeout=SECONDS,
     ring_size=st.integers(1, 1 << 31),
