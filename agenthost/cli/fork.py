@@ -84,6 +84,7 @@ def fork(
     import uvloop
 
     from agenthost.daemon.client import DaemonClient, ensure_daemon
+    from agenthost.errors import HostAlreadyRunning
     from agenthost.paths import resolve_home, validate_agent_id
 
     validate_agent_id(agent_id)
@@ -104,7 +105,7 @@ def fork(
         async with DaemonClient(root, autostart=True) as client:
             known = {a.agent_id: a for a in await client.list()}
             if new_id in known:
-                raise ForkRefused(
+                raise HostAlreadyRunning(
                     f"agent {new_id!r} exists already: a fork starts a new agent",
                     hint=f"choose another id, or agenthost forget {new_id}",
                 )
