@@ -9,6 +9,8 @@
 * Codex: ``thread/fork`` of the parent's thread; ``--at`` becomes its ``lastTurnId``,
   the last turn completed at or before the offset (its ``turn/completed`` notification
   is journaled as raw output too);
+* ACP agents: ``session/fork`` (unstable in the ACP schema) where the agent offers it
+  (its host reports ``session_fork``); no ``--at``;
 * every other kind is refused, with the reason (:func:`refusal`).
 
 This module reads journal events as dicts (``offset``, ``type``, ``data``: an ``output``
@@ -23,27 +25,31 @@ from typing import Any, Final
 
 from agenthost.errors import ForkRefused
 
-FORKABLE: Final = frozenset({"claude", "codex"})
+FORKABLE: Final = frozenset({"acp", "claude", "codex"})
 """Agent kinds whose sessions agenthost can fork."""
 
 _WHY_NOT: Final = {
     "demo": "the demo agent keeps no session to fork",
     "lines": "a lines agent is any program: it has no conversation agenthost can copy",
     "pty": "a terminal agent's conversation is inside its own TUI: agenthost cannot copy it",
-    "acp": (
-        "forking an ACP agent (session/fork, still unstable in the ACP schema) is not supported yet"
-    ),
 }
 
 
-def refusal(kind: str, session_id: str | None, tui: bool = False) -> str | None:
-    """Why an agent of ``kind`` with this session cannot be forked; None when it can."""
+def refusal(
+    kind: str, session_id: str | None, tui: bool = False, info: Mapping[str, Any] | None = None
+) -> str | None:
+    """Why an agent of ``kind`` with this session cannot be forked; None when it can.
+    ``info`` is what its host reports (AgentInfo fields), when it runs: the host of an
+    ACP agent that offers ``session/fork`` says so (``session_fork``)."""
     if tui:
         return "the agent runs its CLI's own TUI now (agenthost switch): switch it back first"
     if kind not in FORKABLE:
         return _WHY_NOT.get(kind, f"agents of kind {kind!r} cannot be forked")
     if not session_id:
         return "the agent has no session yet: send it a message first"
+    if kind == "acp" and info is not None and info.get("session_fork") is not True:
+        name = info.get("agent_name") or "the agent"
+        return f"{name} does not offer session/fork (an unstable part of ACP)"
     return None
 
 
@@ -61,7 +67,10 @@ def check_offset(offset: int, last_offset: int) -> None:
 def fork_point(kind: str, events: Iterable[Mapping[str, Any]], offset: int) -> str:
     """The agent's own name of the point at ``offset`` of its journal (``events`` in
     order): Claude Code's assistant message uuid, Codex's completed turn id. ForkRefused
-    when nothing before the offset is such a point (no answer yet)."""
+    when nothing before the offset is such a point (no answer yet), and for an ACP
+    agent, whose fork copies the whole session."""
+    if kind not in ("claude", "codex"):
+        raise ForkRefused(f"--at: a fork of an {kind} agent copies the whole session")
     finder = _claude_point if kind == "claude" else _codex_point
     found: str | None = None
     for event in events:

@@ -9,6 +9,7 @@ fork's journal with a ``forked`` governance record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ class Parent:
     them in), or one built from what its host reports."""
     branch: str | None = None
     tui: bool = False
+    info: dict[str, Any] | None = None
+    """What its host reports of the agent (AgentInfo), when it was asked."""
 
 
 @click.command()
@@ -138,14 +141,18 @@ def fork(
 async def _parent(root: Path, agent_id: str, record: DaemonAgent | None) -> Parent:
     """The parent, from the daemon's record, or from its host when the daemon did not
     start it (``serve``)."""
-    if record is not None and record.managed and record.spec is not None:
-        return Parent(record.spec.agent, record.session_id, record.spec, record.branch, record.tui)
-    from agenthost.client import AsyncClient
     from agenthost.errors import HostNotFound, NotConnected
 
+    if record is not None and record.managed and record.spec is not None:
+        info = None
+        if record.spec.agent == "acp":  # whether it offers session/fork: its host knows
+            with contextlib.suppress(HostNotFound, NotConnected):
+                info = (await _status(root, agent_id)).agent.model_dump()
+        return Parent(
+            record.spec.agent, record.session_id, record.spec, record.branch, record.tui, info
+        )
     try:
-        async with AsyncClient(agent_id, home=root) as host:
-            status = await host.status()
+        status = await _status(root, agent_id)
     except (HostNotFound, NotConnected) as exc:
         if record is not None:  # an adopted host that is gone: nothing to copy from
             raise ForkRefused(
@@ -157,6 +164,13 @@ async def _parent(root: Path, agent_id: str, record: DaemonAgent | None) -> Pare
             hint="agenthost list shows the agents",
         ) from exc
     return _from_status(agent_id, status)
+
+
+async def _status(root: Path, agent_id: str) -> StatusResponse:
+    from agenthost.client import AsyncClient
+
+    async with AsyncClient(agent_id, home=root) as host:
+        return await host.status()
 
 
 def _from_status(agent_id: str, status: StatusResponse) -> Parent:
@@ -177,7 +191,7 @@ def _from_status(agent_id: str, status: StatusResponse) -> Parent:
         budget_tokens=budget.tokens if budget is not None else None,
         sandbox=info.sandbox if info.sandbox not in (None, "off") else None,
     )
-    return Parent(kind, info.session_id, spec)
+    return Parent(kind, info.session_id, spec, info=info.model_dump())
 
 
 def _fork_spec(
@@ -192,7 +206,7 @@ def _fork_spec(
     from agenthost.daemon.protocol import ForkSpec
     from agenthost.forks import refusal
 
-    why = refusal(parent.kind, parent.session_id, parent.tui)
+    why = refusal(parent.kind, parent.session_id, parent.tui, parent.info)
     if why is not None:
         raise ForkRefused(f"agent {agent_id!r} cannot be forked: {why}")
     assert parent.session_id is not None

@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from agenthost.agents import AGENT_KINDS, make_adapter
+from agenthost.agents.acp import AcpAdapter
 from agenthost.agents.base import AdapterOptions, Write
 from agenthost.agents.claude import ClaudeAdapter
 from agenthost.agents.codex import CodexAdapter
@@ -126,7 +127,6 @@ def test_a_fork_and_a_resume_together_are_refused() -> None:
         ("demo", "S", False, "no session to fork"),
         ("lines", "S", False, "any program"),
         ("pty", "S", False, "terminal agent"),
-        ("acp", "S", False, "ACP"),
         ("claude", None, False, "no session yet"),
         ("codex", "", False, "no session yet"),
         ("claude", "S", True, "TUI"),
@@ -141,6 +141,61 @@ def test_refusals_say_why(kind: str, session: str | None, tui: bool, why: str) -
 def test_forkable_agents_with_a_session_may_fork() -> None:
     assert refusal("claude", "S") is None
     assert refusal("codex", "T") is None
+    assert refusal("acp", "S") is None  # its host not asked: it says so when it starts
+    assert refusal("acp", "S", info={"session_fork": True}) is None
+
+
+def test_an_acp_agent_without_session_fork_is_refused() -> None:
+    reason = refusal("acp", "S", info={"agent_name": "gemini-cli"})
+    assert reason is not None and "gemini-cli does not offer session/fork" in reason
+    assert refusal("acp", "S", info={"session_fork": "yes"}) is not None
+
+
+# --- ACP ------------------------------------------------------------------------------
+
+
+def _acp(caps: dict[str, Any], **options: Any) -> tuple[AcpAdapter, list[Any]]:
+    """An ACP adapter whose ``initialize`` was answered with ``caps``; what it did next."""
+    adapter = AcpAdapter(AdapterOptions("/w", **options))
+    (init,) = [json.loads(e.data) for e in adapter.startup() if isinstance(e, Write)]
+    answer = {"protocolVersion": 1, "agentCapabilities": caps, "agentInfo": {"name": "ag"}}
+    line = json.dumps({"jsonrpc": "2.0", "id": init["id"], "result": answer})
+    return adapter, adapter.parse_line(line)[1:]
+
+
+def test_acp_fork_is_a_session_fork_where_the_agent_offers_it() -> None:
+    adapter, events = _acp({"sessionCapabilities": {"fork": {}}}, fork="S1")
+    assert events[0].fields["session_fork"] is True
+    (request,) = [json.loads(e.data) for e in events if isinstance(e, Write)]
+    assert request["method"] == "session/fork"
+    assert request["params"] == {"sessionId": "S1", "cwd": "/w", "mcpServers": []}
+    answer = {"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": "S2"}}
+    adapter.parse_line(json.dumps(answer))
+    assert adapter.session_id == "S2"  # its own session, not the parent's
+
+
+def test_acp_fork_without_the_capability_opens_no_session() -> None:
+    adapter, events = _acp({"sessionCapabilities": {"resume": {}}}, fork="S1")
+    assert "session_fork" not in events[0].fields
+    assert not [e for e in events if isinstance(e, Write)]  # no fresh session instead
+    assert any("ag does not offer session/fork" in getattr(e, "message", "") for e in events)
+    assert adapter.session_id is None
+
+
+def test_acp_fork_answered_without_a_session_id_opens_none() -> None:
+    adapter, events = _acp({"sessionCapabilities": {"fork": {}}}, fork="S1")
+    (request,) = [json.loads(e.data) for e in events if isinstance(e, Write)]
+    answer = {"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": 7}}
+    events = adapter.parse_line(json.dumps(answer))
+    assert any("session/fork without a sessionId" in getattr(e, "message", "") for e in events)
+    assert adapter.session_id is None
+
+
+def test_acp_fork_at_a_point_is_refused() -> None:
+    with pytest.raises(ConfigError, match="whole session"):
+        AcpAdapter(AdapterOptions("/w", fork="S1", fork_at="x"))
+    with pytest.raises(ForkRefused, match="whole session"):
+        fork_point("acp", [], 3)
 
 
 # --- offsets and points ---------------------------------------------------------------
