@@ -10,6 +10,7 @@ when the CLI cannot be installed, unless ``AGENTHOST_E2E_REQUIRED=1``.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,46 @@ def test_fork_continues_the_parents_conversation_up_to_the_point(
         info = conn.request("host.status")["payload"]["agent"]
     assert info["forked_from"] == "p"
     assert "--fork-session" in info["command"] and session in info["command"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def test_a_fork_in_a_worktree_of_its_own_continues_the_conversation(
+    world: DaemonWorld, dirs: ClaudeDirs, server: FakeAnthropic
+) -> None:
+    """Claude Code keeps a session under its project's directory: the fork runs in
+    another worktree, and still finds its parent's session."""
+    server.add(text("A-one."), text("F-two."))
+    repo = dirs.worktree
+    for args in (
+        ("init", "-q", "-b", "main"),
+        ("config", "user.email", "t@example.invalid"),
+        ("config", "user.name", "t"),
+        ("commit", "-q", "--allow-empty", "-m", "first"),
+    ):
+        git(repo, *args)
+    world.start_daemon("--scan-interval", "0")
+    world.request(
+        "daemon.spawn",
+        {
+            "agent_id": "p",
+            "agent": "claude",
+            "worktree": "",
+            "repo": str(repo),
+            "command": ["--model", DEFAULT_MODEL],
+            "env": claude_env(server.url, dirs, extra=FAST_RETRY_ENV),
+        },
+    )
+    hosts = world.home / "hosts"
+    turn(hosts / "p.sock", "one: red")
+    wait_for(lambda: world.agents()["p"].get("session_id"), what="session recorded")
+    fork(world, "p", "f")
+    assert world.agents()["f"]["worktree"] == str(world.home / "worktrees" / "f")
+    result = turn(hosts / "f.sock", "two: green")
+    assert result["result"].get("is_error") is not True, result
+    texts = server.user_texts(server.turn_requests()[1])
+    assert any("one: red" in t for t in texts) and "two: green" in texts[-1]
