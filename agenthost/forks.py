@@ -60,7 +60,7 @@ def check_offset(offset: int, last_offset: int) -> None:
     if offset > last_offset:
         raise ForkRefused(
             f"--at {offset} is beyond the agent's journal (its last offset is {last_offset})",
-            hint="agenthost journal ID shows the offsets",
+            hint="agenthost history ID --json shows the offsets",
         )
 
 
@@ -87,7 +87,7 @@ def fork_point(kind: str, events: Iterable[Mapping[str, Any]], offset: int) -> s
         what = "assistant message" if kind == "claude" else "completed turn"
         raise ForkRefused(
             f"--at {offset}: the agent's journal has no {what} at or before that offset",
-            hint="choose an offset after the end of a turn (agenthost journal ID)",
+            hint="choose an offset after a turn's end (agenthost history ID --json shows them)",
         )
     return found
 

@@ -49,8 +49,8 @@ class Parent:
 
 
 @click.command()
-@click.argument("agent_id", shell_complete=complete_agent_ids)
-@click.argument("new_id")
+@click.argument("agent_id", metavar="ID", shell_complete=complete_agent_ids)
+@click.argument("new_id", metavar="NEW")
 @click.option(
     "--at",
     "offset",
@@ -77,8 +77,10 @@ def fork(
 ) -> None:
     """Start NEW on a copy of agent ID's conversation: agenthost fork ID NEW [--at OFFSET]
 
-    Claude Code and Codex agents can be forked (ID's session is left as it was);
-    other kinds are refused with the reason (exit 2). NEW runs with ID's settings
+    Claude Code, Codex and ACP agents that offer session/fork can be forked
+    (ID's session is left as it was); others are refused with the reason (exit
+    2). --at OFFSET (Claude Code, Codex): the conversation up to that offset of
+    ID's journal (agenthost history ID --json shows them). NEW runs with ID's settings
     (environment, budget, sandbox, restart policy), in a worktree of its own branched
     from ID's branch when ID runs in one (run --worktree), else in ID's directory.
     """

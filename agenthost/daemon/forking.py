@@ -42,7 +42,7 @@ def forked_record(spec: SpawnSpec) -> dict[str, object]:
     return governance_record(
         "forked",
         "daemon",
-        f"forked from {fork.from_agent}{at} (session {fork.session_id})",
+        f"from {fork.from_agent}{at} (session {fork.session_id})",
         from_agent=fork.from_agent,
         from_offset=fork.offset,
         session_id=fork.session_id,
