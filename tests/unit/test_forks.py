@@ -342,3 +342,15 @@ def test_the_forks_journal_record_says_where_it_came_from() -> None:
     assert "p1" in str(record["reason"])
     whole = forked_record(spec(fork=ForkSpec(from_agent="p1", session_id="S")))
     assert "from_offset" not in whole  # all of it: no offset
+
+
+def test_a_forks_tui_resumes_its_own_session_and_back_it_does_not_fork_again() -> None:
+    from agenthost.daemon.tuispec import to_structured, to_tui
+
+    forked = spec(fork=FORK)
+    tui = to_tui(forked, "S-own")
+    assert tui.fork is None  # a terminal agent cannot fork, and need not
+    assert host_options(tui, HOME).fork is None
+    back = to_structured(forked, "S-own")
+    options = host_options(back, HOME)
+    assert (options.resume, options.fork, options.forked_from) == ("S-own", None, "p1")
