@@ -85,7 +85,7 @@ _SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash"})
 _PARTIAL_MAX: Final = 100_000  # deltas of a streamed answer kept, to close it on a cut
 
 
-_THREAD_METHODS = ("thread/start", "thread/resume", "thread/fork")
+_THREAD_METHODS: Final = ("thread/start", "thread/resume", "thread/fork")
 """The requests that give the host its thread (a failure leaves it without one)."""
 
 

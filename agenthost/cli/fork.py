@@ -230,21 +230,42 @@ def _fork_spec(
 
 
 def _point(root: Path, agent_id: str, kind: str, offset: int) -> str:
-    """The agent's name of the point at ``offset`` of the parent's journal."""
+    """The agent's name of the point at ``offset`` of the parent's journal, read once
+    (only the point found so far is kept, whatever the journal's size)."""
     from agenthost.forks import check_offset, fork_point
 
-    events: list[dict[str, Any]] = []
+    check_offset(offset, max(offset, 1))  # (below 1: refused before any reading)
     last = 0
-    for event in _journal(root, agent_id):
-        at = event.get("offset")
-        if isinstance(at, int):
-            last = max(last, at)
-            if at <= offset and event.get("type") == "output":
-                events.append(event)
+
+    def upto() -> Iterator[dict[str, Any]]:
+        nonlocal last
+        for event in _journal(root, agent_id):
+            at = event.get("offset")
+            if isinstance(at, int):
+                last = max(last, at)
+                if at <= offset:
+                    yield event
+
+    events = upto()
+    try:
+        point = fork_point(kind, events, offset)
+    except ForkRefused:
+        for _ in events:  # (to its end: its last offset says why, if it is that)
+            pass
+        _check_last(agent_id, offset, last)
+        raise
+    for _ in events:
+        pass
+    _check_last(agent_id, offset, last)
+    return point
+
+
+def _check_last(agent_id: str, offset: int, last: int) -> None:
+    from agenthost.forks import check_offset
+
     if last == 0:
         raise ForkRefused(f"agent {agent_id!r} has no journal: --at needs it")
     check_offset(offset, last)
-    return fork_point(kind, events, offset)
 
 
 def _journal(root: Path, agent_id: str) -> Iterator[dict[str, Any]]:

@@ -139,9 +139,12 @@ def _fork_spec(sup: Supervisor, spec: SpawnSpec) -> SpawnSpec:
             hint=f"choose another id, or agenthost forget {spec.agent_id}",
         )
     parent = sup.agents.get(spec.fork.from_agent)
-    if parent is None or parent.record.spec is None or not parent.record.managed:
+    # (in its CLI's TUI, the parent's own spec is the structured one it returns to)
+    record = parent.record if parent is not None else None
+    parent_spec = record.structured_spec or record.spec if record is not None else None
+    if record is None or parent_spec is None or not record.managed:
         return spec  # a host started with serve: what its client built
-    return inherit(spec, parent.record.spec, REDACTED)
+    return inherit(spec, parent_spec, REDACTED)
 
 
 def launch_queued(sup: Supervisor, agent: Agent) -> None:
