@@ -63,6 +63,16 @@ def fork(world: DaemonWorld, *args: str) -> dict[str, Any]:
     return answer
 
 
+def said(server: FakeAnthropic, last: str) -> list[str]:
+    """The user texts of the model request whose last user message has ``last``: the
+    first request of the turn that sent it."""
+    for request in server.turn_requests():
+        texts = server.user_texts(request)
+        if texts and last in texts[-1]:
+            return texts
+    raise AssertionError(f"no model request ends with {last!r}")
+
+
 def first_events(sock: Path, count: int) -> list[dict[str, Any]]:
     with RawConn(sock, timeout=60) as conn:
         conn.request("host.attach", {"offset": 0})
@@ -95,21 +105,18 @@ def test_fork_continues_the_parents_conversation_up_to_the_point(
     whole = fork(world, "p", "f1")
     assert whole["forked_from"] == "p" and whole["fork"]["session_id"] == session
     turn(hosts / "f1.sock", "three: green")
-    f1_first = server.turn_requests()[2]
-    texts = server.user_texts(f1_first)
+    texts = said(server, "three: green")
     assert any("one: red" in t for t in texts) and any("two: blue" in t for t in texts)
-    assert "three: green" in texts[-1]
 
     cut = fork(world, "p", "f2", "--at", str(first["offset"]))
     assert cut["fork"]["offset"] == first["offset"] and cut["fork"]["point"]
     turn(hosts / "f2.sock", "four: white")
-    f2_texts = server.user_texts(server.turn_requests()[3])
+    f2_texts = said(server, "four: white")
     assert any("one: red" in t for t in f2_texts)
     assert not any("two: blue" in t for t in f2_texts)  # cut after the first turn
-    assert "four: white" in f2_texts[-1]
 
     turn(hosts / "p.sock", "five: black")
-    p_texts = server.user_texts(server.turn_requests()[4])
+    p_texts = said(server, "five: black")
     assert any("two: blue" in t for t in p_texts)
     assert not any(w in t for t in p_texts for w in ("three", "four"))  # untouched
 
@@ -170,5 +177,5 @@ def test_a_fork_in_a_worktree_of_its_own_continues_the_conversation(
     assert world.agents()["f"]["worktree"] == str(world.home / "worktrees" / "f")
     result = turn(hosts / "f.sock", "two: green")
     assert result["result"].get("is_error") is not True, result
-    texts = server.user_texts(server.turn_requests()[1])
-    assert any("one: red" in t for t in texts) and "two: green" in texts[-1]
+    texts = said(server, "two: green")
+    assert any("one: red" in t for t in texts)
