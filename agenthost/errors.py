@@ -108,6 +108,11 @@ class WorktreeError(ConfigError):
     code = ErrorCode.WORKTREE_FAILED
 
 
+class ForkRefused(ConfigError):
+    """``agenthost fork``: this agent cannot be forked (its kind has no fork, it has no
+    session yet, or ``--at`` names no point of its conversation)."""
+
+
 class HostAlreadyRunning(AgentHostError):
     """``serve`` for an agent whose host is alive (its lock is held)."""
 

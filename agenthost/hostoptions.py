@@ -48,6 +48,12 @@ class HostOptions:
     agent_opts: Mapping[str, str] = field(default_factory=dict)
     """Settings of the agent's adapter (``--agent-opt KEY=VALUE``)."""
     resume: str | None = None
+    fork: str | None = None
+    """(``--fork``) Start on a copy of this session (``agenthost fork``)."""
+    fork_at: str | None = None
+    """(``--fork-at``) With ``fork``: the point the copy ends at, in the agent's name."""
+    forked_from: str | None = None
+    """(``--forked-from``) The agent it was forked from, for its status (restarts too)."""
     linger: float = 600.0
     stop_timeout: float = 10.0
     ring_size: int = 1000
@@ -82,6 +88,9 @@ class HostOptions:
             ("--task", self.task),
             ("--description", self.description),
             ("--resume", self.resume),
+            ("--fork", self.fork),
+            ("--fork-at", self.fork_at),
+            ("--forked-from", self.forked_from),
         ):
             if text is not None:
                 args += [flag, text]

@@ -171,6 +171,9 @@ class AgentInfo(OpenModel):
     terminal: TerminalSize | None = None
     """(1.7) The size of a terminal agent's pseudo-terminal (``--agent pty``); absent
     for other agents."""
+    forked_from: str | None = None
+    """The agent this one was forked from (``agenthost fork``). Additive; absent for an
+    agent that was not forked, and from hosts before it."""
 
 
 class TerminalSize(OpenModel):

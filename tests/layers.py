@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import grimp
 
 SANS_IO = (
+    "agenthost.forks",
+    "agenthost.daemon.forking",
     "agenthost.wire.framing",
     "agenthost.wire.codec",
     "agenthost.wire.table",

@@ -22,6 +22,12 @@ record no chat entry.
 
 ``--resume`` is best effort: when the agent can neither resume nor load a session, or
 refuses to, the host says so (an ``error`` event) and starts a new session.
+
+``--fork SID`` (``agenthost fork``) opens the session with ``session/fork`` (unstable in
+the ACP schema) where the agent offers it (``sessionCapabilities.fork``). It is not best
+effort: an agent that does not offer it, or refuses, gets no session (an ``error``
+event says why), since a fresh one would not be the fork that was asked for. A point
+(``--fork-at``) is refused: ACP's fork copies the whole session.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from agenthost.agents.base import (
     turn_interrupted,
 )
 from agenthost.agents.streamjson import clip, obj
-from agenthost.errors import InvalidPayload
+from agenthost.errors import ConfigError, InvalidPayload
 from agenthost.protocol import AgentState
 
 CLIENT_CAPABILITIES: Final = {
@@ -79,6 +85,15 @@ _FAILED_STOPS: Final = {
 _TRUTHY: Final = frozenset({"1", "yes", "true", "on", "y"})
 
 
+_OPENING: Final = (
+    schema.SESSION_NEW,
+    schema.SESSION_LOAD,
+    schema.SESSION_RESUME,
+    schema.SESSION_FORK,
+)
+"""The requests whose answer opens the agent's session."""
+
+
 class AcpAdapter(Adapter):
     """An ACP agent: the command after ``--``, one session per host."""
 
@@ -87,10 +102,13 @@ class AcpAdapter(Adapter):
     structured: ClassVar[bool] = True
     max_line_bytes: ClassVar[int] = 8 << 20
     resumable: ClassVar[bool] = True
+    forkable: ClassVar[bool] = True
     known_params: ClassVar[frozenset[str]] = frozenset({"auth", "mode"})
 
     def __init__(self, options: AdapterOptions | None = None) -> None:
         super().__init__(options)
+        if self.options.fork_at is not None:
+            raise ConfigError("an ACP agent's fork copies the whole session: no --fork-at")
         self.session_id: str | None = None
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
@@ -256,6 +274,8 @@ class AcpAdapter(Adapter):
             params = {"sessionId": self.session_id, "modeId": opts["mode"]}
             return self._request(schema.SESSION_SET_MODE, params)[1]
         params = {"cwd": self.options.worktree or os.getcwd(), "mcpServers": []}
+        if phase == schema.SESSION_FORK:
+            return self._request(phase, {"sessionId": self.options.fork, **params})[1]
         if phase in (schema.SESSION_RESUME, schema.SESSION_LOAD):
             self.session_id = self.options.resume  # its replay names it
             self._replaying = phase == schema.SESSION_LOAD
@@ -273,6 +293,13 @@ class AcpAdapter(Adapter):
         """The request that opens the session: resume, load, or new."""
         sessions = obj(self.agent_capabilities.get("sessionCapabilities"))
         self._phase = schema.SESSION_NEW
+        if self.options.fork:
+            if sessions.get("fork") is None:
+                name = clip(str(self.agent_info.get("name") or "the agent"), 100)
+                text = f"{name} does not offer session/fork: agenthost cannot fork its session"
+                return [ErrorNote(text), *self._fail("session")]
+            self._phase = schema.SESSION_FORK
+            return [self._step()]
         if not self.options.resume or self._resume_failed:
             return [self._step()]
         if sessions.get("resume") is not None:
@@ -299,7 +326,7 @@ class AcpAdapter(Adapter):
             return self._initialized(result)
         if method == schema.AUTHENTICATE:
             return self._open_session()
-        if method in (schema.SESSION_NEW, schema.SESSION_LOAD, schema.SESSION_RESUME):
+        if method in _OPENING:
             return self._session_ready(method, result)
         if method == schema.SESSION_SET_MODE:
             return [*self.updates.mode(self.options.params["mode"]), *self._ready()]
@@ -323,6 +350,9 @@ class AcpAdapter(Adapter):
             for key in ("name", "version", "title")
             if isinstance(self.agent_info.get(key), str)
         }
+        # `agenthost fork` asks the parent's host before it tries
+        if obj(self.agent_capabilities.get("sessionCapabilities")).get("fork") is not None:
+            info["session_fork"] = True
         events: list[AdapterEvent] = [InfoUpdate(info)] if info else []
         if "auth" in self.options.params:
             self._phase = "authenticate"
@@ -330,10 +360,10 @@ class AcpAdapter(Adapter):
         return [*events, *self._open_session()]
 
     def _session_ready(self, method: str, result: dict[str, Any]) -> list[AdapterEvent]:
-        if method == schema.SESSION_NEW:
+        if method in (schema.SESSION_NEW, schema.SESSION_FORK):
             sid = result.get("sessionId")
             if not isinstance(sid, str) or not sid:
-                note = ErrorNote("the agent answered session/new without a sessionId")
+                note = ErrorNote(f"the agent answered {method} without a sessionId")
                 return [note, *self._fail("session")]
             self.session_id = sid
         events: list[AdapterEvent] = [InfoUpdate({"session_id": self.session_id})]

@@ -246,6 +246,12 @@ class AdapterOptions:
     worktree: str = ""
     resume: str | None = None
     params: dict[str, str] = field(default_factory=dict)
+    fork: str | None = None
+    """Start on a copy of this session (another agent's: ``agenthost fork``), in a new
+    session of the agent's own; the parent's session is left as it was."""
+    fork_at: str | None = None
+    """With ``fork``: copy the conversation only up to this point, in the agent's own
+    name for it (Claude Code's assistant message uuid, Codex's turn id)."""
 
 
 class Adapter:
@@ -265,6 +271,8 @@ class Adapter:
     """The ``--agent-opt`` keys this adapter understands."""
     resumable: ClassVar[bool] = False
     """Whether ``--resume`` means something to this agent."""
+    forkable: ClassVar[bool] = False
+    """Whether the adapter can start on a copy of a session (``fork``)."""
     program: ClassVar[Program] = Program()
     """Who the agent's program is, for the message when it is not installed (the
     adapters of the CLIs we know name the product and their ``AGENTHOST_*_BIN``)."""
@@ -287,6 +295,12 @@ class Adapter:
             )
         if self.options.resume is not None and not self.resumable:
             raise ConfigError(f"the {self.kind} agent cannot resume a session")
+        if self.options.fork is not None and not self.forkable:
+            raise ConfigError(f"the {self.kind} agent cannot fork a session")
+        if self.options.fork is not None and self.options.resume is not None:
+            raise ConfigError("a host either resumes a session or forks one, not both")
+        if self.options.fork_at is not None and self.options.fork is None:
+            raise ConfigError("a fork point (--fork-at) needs the session it is in (--fork)")
 
     @classmethod
     def inside_sandbox(cls, params: Mapping[str, str]) -> dict[str, str]:

@@ -42,6 +42,7 @@ class ClaudeAdapter(StreamJsonAdapter):
 
     kind = "claude"
     resumable: ClassVar[bool] = True
+    forkable: ClassVar[bool] = True
     program: ClassVar[Program] = Program("Claude Code", BINARY_ENV)
     known_params: ClassVar[frozenset[str]] = frozenset({"permission_prompt", "own_sandbox"})
 
@@ -70,6 +71,10 @@ class ClaudeAdapter(StreamJsonAdapter):
             argv.append(REPLAY_FLAG)
         if self.options.resume:
             argv += ["--resume", self.options.resume]
+        elif self.options.fork:  # a new session id, on a copy of the parent's messages
+            argv += ["--resume", self.options.fork, "--fork-session"]
+            if self.options.fork_at:  # (a flag Claude Code's --help leaves out)
+                argv += ["--resume-session-at", self.options.fork_at]
         if prompt == "stdio" and not _decides_itself(command):
             argv += ["--permission-prompt-tool", "stdio"]
         if own == "off":  # the command line is the settings layer above the files

@@ -85,6 +85,10 @@ _SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash"})
 _PARTIAL_MAX: Final = 100_000  # deltas of a streamed answer kept, to close it on a cut
 
 
+_THREAD_METHODS: Final = ("thread/start", "thread/resume", "thread/fork")
+"""The requests that give the host its thread (a failure leaves it without one)."""
+
+
 class CodexAdapter(Adapter):
     """``codex app-server`` (plus any arguments after ``--``), one thread per host."""
 
@@ -93,6 +97,7 @@ class CodexAdapter(Adapter):
     structured: ClassVar[bool] = True
     max_line_bytes: ClassVar[int] = 8 << 20
     resumable: ClassVar[bool] = True
+    forkable: ClassVar[bool] = True
     program: ClassVar[Program] = Program("Codex", BINARY_ENV)
     known_params: ClassVar[frozenset[str]] = frozenset({*THREAD_PARAMS, "effort"})
 
@@ -250,6 +255,11 @@ class CodexAdapter(Adapter):
             # (possibly huge) line of raw output
             params.update(threadId=self.options.resume, excludeTurns=True)
             return self._request("thread/resume", params)
+        if self.options.fork:  # a new thread on a copy of the parent's turns
+            params.update(threadId=self.options.fork, excludeTurns=True)
+            if self.options.fork_at:
+                params["lastTurnId"] = self.options.fork_at  # inclusive: later turns left out
+            return self._request("thread/fork", params)
         return self._request("thread/start", params)
 
     def _start_turn(self, text: str) -> Write:
@@ -283,7 +293,7 @@ class CodexAdapter(Adapter):
         if method == "initialize":
             self._phase = "thread"
             return [_write(method="initialized"), self._handshake_request()]
-        if method in ("thread/start", "thread/resume"):
+        if method in _THREAD_METHODS:
             return self._thread_ready(method, result)
         if method == "turn/start" and rid == self._turn_call:
             return self._turn_known(obj(result.get("turn")).get("id"))
@@ -293,7 +303,7 @@ class CodexAdapter(Adapter):
         if method == "turn/start" and rid == self._turn_call:
             self._end_turn()
             return self._next_turn()
-        if method not in ("initialize", "thread/start", "thread/resume"):
+        if method != "initialize" and method not in _THREAD_METHODS:
             return []
         # No thread: what is held cannot be delivered. The next send retries the step.
         self._failed_step = "initialize" if method == "initialize" else "thread"

@@ -89,6 +89,23 @@ from agenthost.log import LEVELS
     default=DEFAULT_JOURNAL.segment_bytes,
     help="Size at which a new journal segment is started (advanced).",
 )
+@click.option(
+    "--fork",
+    "fork_session",
+    default=None,
+    help="Start on a copy of this session, in a new one (agenthost fork uses it).",
+)
+@click.option(
+    "--fork-at",
+    default=None,
+    help="With --fork: copy the conversation up to this point (the agent's own id).",
+)
+@click.option(
+    "--forked-from",
+    default=None,
+    metavar="ID",
+    help="The agent it was forked from (shown by status; agenthost fork sets it).",
+)
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @click.option(
     "--log-level", type=click.Choice(LEVELS), default=DEFAULTS.log_level, help="Log verbosity."
@@ -122,6 +139,9 @@ def serve(
     journal_max_bytes: int,
     journal_max_age: float,
     journal_segment_bytes: int,
+    fork_session: str | None,
+    fork_at: str | None,
+    forked_from: str | None,
     detach: bool,
     log_level: str,
     home: Path | None,
@@ -209,6 +229,9 @@ def options_from_params(params: Mapping[str, Any]) -> HostOptions:
         description=params["description"],
         agent_opts=parse_pairs(params["agent_opts"], "--agent-opt"),
         resume=params["resume"],
+        fork=params.get("fork_session"),
+        fork_at=params.get("fork_at"),
+        forked_from=params.get("forked_from"),
         budget_usd=params["budget_usd"],
         budget_tokens=params["budget_tokens"],
         sandbox=params["sandbox"],

@@ -14,6 +14,8 @@ import structlog
 
 from agenthost.daemon import worktrees
 from agenthost.daemon.files import purge_journal
+from agenthost.daemon.forking import forked_record, inherit
+from agenthost.daemon.journalnote import write_note
 from agenthost.daemon.limits import admit
 from agenthost.daemon.protocol import (
     ENDED_STATUSES,
@@ -26,7 +28,7 @@ from agenthost.daemon.protocol import (
     SpawnResponse,
     SpawnSpec,
 )
-from agenthost.daemon.registry import AgentRecord
+from agenthost.daemon.registry import REDACTED, AgentRecord
 from agenthost.daemon.supervisor import Agent, Supervisor, resumable
 from agenthost.errors import (
     AgentHostError,
@@ -49,8 +51,16 @@ async def spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
     # with the first spawn: a daemon that only reattaches its hosts needs none)
     from agenthost.agents import AdapterOptions, make_adapter
 
-    options = AdapterOptions(resume=spec.resume, params=dict(spec.agent_opts))
+    fork = spec.fork
+    options = AdapterOptions(
+        resume=spec.resume,
+        params=dict(spec.agent_opts),
+        fork=fork.session_id if fork else None,
+        fork_at=fork.point if fork else None,
+    )
     make_adapter(spec.agent, options).build_command(spec.command)
+    if fork is not None:
+        spec = _fork_spec(sup, spec)
     sup.spawner.check_program(spec)  # installed here, or refused before anything
     sup.spawner.check_resources(spec)  # enforceable here, or refused before anything
     agent_id = spec.agent_id
@@ -94,6 +104,8 @@ async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
             admission.reason,
             hint="stop an agent first (agenthost stop ID), or start the daemon with --queue",
         )
+    if spec.fork is not None:  # its journal starts with where it came from
+        await asyncio.to_thread(write_note, sup.home, agent_id, forked_record(spec))
     record = AgentRecord(
         agent_id,
         AgentStatus.QUEUED if admission.verdict == "queue" else AgentStatus.SPAWNING,
@@ -115,6 +127,24 @@ async def _spawn(sup: Supervisor, spec: SpawnSpec) -> SpawnResponse:
             queued=True,
         )
     return await launch_host(sup, agent)
+
+
+def _fork_spec(sup: Supervisor, spec: SpawnSpec) -> SpawnSpec:
+    """A fork's spec, checked: a new id, and (when the daemon runs the parent) the
+    parent's environment and no more than the parent's limits."""
+    assert spec.fork is not None
+    if spec.agent_id in sup.agents:
+        raise HostAlreadyRunning(
+            f"agent {spec.agent_id!r} exists already: a fork starts a new agent",
+            hint=f"choose another id, or agenthost forget {spec.agent_id}",
+        )
+    parent = sup.agents.get(spec.fork.from_agent)
+    # (in its CLI's TUI, the parent's own spec is the structured one it returns to)
+    record = parent.record if parent is not None else None
+    parent_spec = record.structured_spec or record.spec if record is not None else None
+    if record is None or parent_spec is None or not record.managed:
+        return spec  # a host started with serve: what its client built
+    return inherit(spec, parent_spec, REDACTED)
 
 
 def launch_queued(sup: Supervisor, agent: Agent) -> None:

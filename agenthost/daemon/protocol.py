@@ -39,6 +39,7 @@ from agenthost.automation.model import (
     ScheduleRequest,
     ScheduleSpec,
 )
+from agenthost.daemon.spec import ForkSpec as ForkSpec
 from agenthost.daemon.spec import RestartPolicy as RestartPolicy
 from agenthost.daemon.spec import SpawnSpec as SpawnSpec
 from agenthost.daemon.spec import agent_id_value
@@ -284,6 +285,8 @@ class DaemonAgent(OpenModel):
     terminal agent's, ``structured_spec`` the one it returns to when the TUI ends."""
     structured_spec: SpawnSpec | None = None
     """(1.7) With ``tui``: the structured agent's spec (without its session)."""
+    forked_from: str | None = None
+    """The agent it was forked from (``agenthost fork``), when it was."""
     created_at: Timestamp
     updated_at: Timestamp
     spec: SpawnSpec | None = None

@@ -147,6 +147,7 @@ class AgentRecord:
             structured_spec=redacted(self.structured_spec),
             branch=_branch(self),
             worktree=self.spec.cwd if self.spec and self.spec.worktree is not None else None,
+            forked_from=_forked_from(self),
             created_at=_dt(self.created_at) or datetime.now(UTC),
             updated_at=_dt(self.updated_at) or datetime.now(UTC),
             spec=redacted(self.spec),
@@ -414,6 +415,12 @@ def redacted(spec: SpawnSpec | None) -> SpawnSpec | None:
     if spec is None or not spec.env:
         return spec
     return spec.model_copy(update={"env": dict.fromkeys(spec.env, REDACTED)})
+
+
+def _forked_from(record: AgentRecord) -> str | None:
+    # (in its TUI, the structured spec says it: the terminal agent's does not fork)
+    spec = record.structured_spec or record.spec
+    return spec.fork.from_agent if spec is not None and spec.fork is not None else None
 
 
 def _branch(record: AgentRecord) -> str | None:

@@ -95,8 +95,9 @@ class SpawnedHost:
 def host_options(
     spec: SpawnSpec, home: Path, *, resume: str | None = None, log_level: str = "info"
 ) -> HostOptions:
-    """The options of the host that runs ``spec`` (``resume`` overrides the spec's);
-    what the spec leaves unset keeps the host's default."""
+    """The options of the host that runs ``spec`` (``resume`` overrides the spec's, and
+    its ``fork``: a forked agent's restart resumes its own session); what the spec
+    leaves unset keeps the host's default."""
     return HostOptions(
         agent_id=spec.agent_id,
         home=home,
@@ -109,6 +110,10 @@ def host_options(
         description=spec.description,
         agent_opts=dict(spec.agent_opts),
         resume=resume if resume is not None else spec.resume,
+        # a fork's first start forks; a restart resumes the fork's own session
+        fork=spec.fork.session_id if spec.fork and resume is None and not spec.resume else None,
+        fork_at=spec.fork.point if spec.fork and resume is None and not spec.resume else None,
+        forked_from=spec.fork.from_agent if spec.fork else None,
         budget_usd=spec.budget_usd,
         budget_tokens=spec.budget_tokens,
         sandbox=spec.sandbox,

@@ -42,6 +42,30 @@ class RestartPolicy(PeerModel):
     reset_after: _Seconds = 600.0
 
 
+class ForkSpec(PeerModel):
+    """Where a forked agent's conversation comes from (``agenthost fork``): the
+    parent's session, continued in a new one of the forked agent's own.
+
+    Only the first start of the forked agent forks: its restarts resume its own
+    session (``session_id`` of the registry), never the parent's again.
+    """
+
+    from_agent: StrictStr
+    """The parent agent's id."""
+    session_id: StrictStr = Field(min_length=1, max_length=1000)
+    """The parent's session (Claude Code's session id, Codex's thread id)."""
+    offset: StrictInt | None = Field(default=None, ge=0)
+    """The parent's journal offset the conversation is cut at (``--at``); None: all of
+    it."""
+    point: StrictStr | None = Field(default=None, min_length=1, max_length=1000)
+    """The agent's own name of that point: Claude Code's assistant message uuid
+    (``--resume-session-at``), Codex's turn id (``thread/fork``'s ``lastTurnId``)."""
+    branch: StrictStr | None = Field(default=None, max_length=250)
+    """The parent's worktree branch a new worktree branch starts from (its head)."""
+
+    _check_id = field_validator("from_agent")(agent_id_value)
+
+
 class SpawnSpec(PeerModel):
     """``daemon.spawn``: what to run, as ``agenthost serve`` options name it.
 
@@ -88,6 +112,9 @@ class SpawnSpec(PeerModel):
     the home's ``[sandbox]`` says."""
     size: StrictStr | None = Field(default=None, max_length=20)
     """(1.7) A terminal agent's fixed size, ``COLSxROWS``; absent: its clients'."""
+    fork: ForkSpec | None = None
+    """Start by forking another agent's session (``agenthost fork``); additive, no new
+    message: a daemon that does not know it ignores it and starts a fresh session."""
 
     _check_id = field_validator("agent_id")(agent_id_value)
 

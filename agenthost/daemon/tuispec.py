@@ -138,6 +138,7 @@ def to_tui(spec: SpawnSpec, session_id: str | None, program: str | None = None) 
             "restart": RestartPolicy(),
             "size": None,
             "setup": None,  # the worktree exists: its setup ran once already
+            "fork": None,  # a fork's TUI resumes its own session (the fork is done)
         }
     )
 

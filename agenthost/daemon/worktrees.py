@@ -3,7 +3,8 @@
 The daemon does the git work (so that ``--remote`` works the same: the repository is on
 the agent's machine). At a spawn, :func:`prepare` gives the agent a worktree of its own,
 ``<home>/worktrees/<agent id>``, on its own branch (``agenthost/<agent id>`` unless one
-is named; created from the repository's HEAD when it does not exist), runs the optional
+is named; created from the repository's HEAD when it does not exist, or from the
+parent's branch for a fork), runs the optional
 setup command in it, and returns the spec with ``cwd`` set to the worktree, which the
 registry keeps: restarts and a later ``run`` of the same id use the same worktree. At
 ``forget``, :func:`remove` removes the worktree, unless it has uncommitted changes (then
@@ -172,7 +173,9 @@ def prepare(home: Path, spec: SpawnSpec, log_file: Path) -> SpawnSpec:
     exists = _git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
     new_branch = exists.returncode != 0
     if new_branch:
-        _git(repo, "worktree", "add", "-b", branch, str(path))
+        # a fork's branch starts at its parent's branch (its head now), else at HEAD
+        base = [spec.fork.branch] if spec.fork is not None and spec.fork.branch else []
+        _git(repo, "worktree", "add", "-b", branch, str(path), *base)
     else:
         _git(repo, "worktree", "add", str(path), branch)
     if spec.setup:

@@ -163,6 +163,10 @@ class HostConfig:
     client_buffer: int = DEFAULTS.client_buffer
     stdin_limit: int = 4 << 20
     resume: str | None = None
+    fork: str | None = None
+    """Start on a copy of this session (``agenthost fork``)."""
+    fork_at: str | None = None
+    forked_from: str | None = None
     agent_params: Mapping[str, str] = field(default_factory=dict)
     budget_usd: float | None = None
     budget_tokens: int | None = None
@@ -192,6 +196,9 @@ class HostConfig:
             ring_bytes=options.ring_bytes,
             client_buffer=options.client_buffer,
             resume=options.resume,
+            fork=options.fork,
+            fork_at=options.fork_at,
+            forked_from=options.forked_from,
             agent_params=options.agent_opts,
             budget_usd=options.budget_usd,
             budget_tokens=options.budget_tokens,
@@ -218,7 +225,13 @@ class Host:
         self.config = config
         self.agent_id = validate_agent_id(config.agent_id)
         self.worktree = str((config.cwd or Path.cwd()).absolute())
-        options = AdapterOptions(self.worktree, config.resume, dict(config.agent_params))
+        options = AdapterOptions(
+            self.worktree,
+            config.resume,
+            dict(config.agent_params),
+            fork=config.fork,
+            fork_at=config.fork_at,
+        )
         self.adapter = make_adapter(config.agent, options)
         self.argv = self.adapter.build_command(config.command)
         self.socket_path = socket_path(config.home, self.agent_id)
@@ -386,7 +399,9 @@ class Host:
         # nest (docs/sandbox.md): the adapter is made again with those settings
         params = type(self.adapter).inside_sandbox(config.agent_params)
         if params != dict(config.agent_params):
-            options = AdapterOptions(self.worktree, config.resume, params)
+            options = AdapterOptions(
+                self.worktree, config.resume, params, fork=config.fork, fork_at=config.fork_at
+            )
             self.adapter = make_adapter(config.agent, options)
             self.argv = self.adapter.build_command(config.command)
         self.stream.info["sandbox"] = profile.name
@@ -917,6 +932,7 @@ class Host:
             paused_until=_dt(self.pauses.until) if self.pauses and self.pauses.until else None,
             paused_reason=self.pauses.reason if self.pauses and self.pauses.paused else None,
             last_event_at=self.stream.last_event_at,
+            forked_from=self.config.forked_from,
             **fields,
         )
 

@@ -122,3 +122,22 @@ def test_the_second_line_names_its_values(
     # an unconfined agent's card says nothing of a sandbox
     expect(card(page, "a2").locator(".line2 .backend")).to_have_text("backend demo")
     expect(card(page, "a2").locator(".line2 .sandbox")).to_have_count(0)
+
+
+def test_a_forks_card_says_what_it_was_forked_from(
+    page: Page, gateway: Gateway, host_factory: HostFactory
+) -> None:
+    host_factory("f1", "--forked-from", "parent-1")
+    host_factory("a2")
+    log_in(page, str(gateway.token))
+    forked = card(page, "f1").locator(".line2 .forked")
+    expect(forked).to_have_text("forked from parent-1")
+    expect(forked.locator(".key")).to_have_text("forked from")
+    expect(card(page, "a2").locator(".line2 .backend")).to_have_text("backend demo")
+    expect(card(page, "a2").locator(".line2 .forked")).to_have_count(0)
+    # from the daemon's record alone (a host that does not say it)
+    row = page.evaluate(
+        """async (item) => (await import("/static/overview.js")).describe(item).forkedFrom""",
+        {"agent_id": "g", "daemon": {"status": "stopped", "forked_from": "parent-2"}},
+    )
+    assert row == "parent-2"
