@@ -140,4 +140,4 @@ def test_a_forks_card_says_what_it_was_forked_from(
         """async (item) => (await import("/static/overview.js")).describe(item).forkedFrom""",
         {"agent_id": "g", "daemon": {"status": "stopped", "forked_from": "parent-2"}},
     )
-    assert row == "parent-2"
+    assert row == {"id": "parent-2", "offset": None}

@@ -80,8 +80,6 @@ export function describe(item) {
     backend: text(agent?.backend, spec.agent),
     project: text(agent?.project, spec.project),
     sandbox: text(agent?.sandbox, spec.sandbox),
-    /** The agent it was forked from (`agenthost fork`), if it was. */
-    forkedFrom: text(agent?.forked_from, daemon?.forked_from),
     error: text(item.error, agent?.last_error),
     forkedFrom: forkOf(agent, daemon),
   };
@@ -293,7 +291,6 @@ function card(row, now) {
         row.backend ? field("backend", "backend", row.backend) : null,
         row.project ? field("project", "project", row.project) : null,
         row.sandbox ? field("sandbox", "sandbox", row.sandbox) : null,
-        row.forkedFrom ? field("forked", "forked from", row.forkedFrom) : null,
         dollars(row.cost) ? h("span", { class: "cost" }, dollars(row.cost)) : null,
         Number.isFinite(row.last.at)
           ? h(
