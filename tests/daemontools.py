@@ -368,6 +368,20 @@ class StreamCollector:
         self.conn.close()
 
 
+FAKE_CLAUDE = TESTS / "fixtures" / "fake_claude.py"
+
+
+def use_fake_claude(world: DaemonWorld) -> Path:
+    """Install ``tests/fixtures/fake_claude.py`` as the ``claude`` program of the world's
+    daemon and hosts (``AGENTHOST_CLAUDE_BIN``); its path."""
+    program = world.home / "bin" / "claude"
+    program.parent.mkdir(exist_ok=True)
+    program.write_text(f'#!/bin/sh\nexec {PY} {FAKE_CLAUDE} "$@"\n')
+    program.chmod(0o755)
+    world.env["AGENTHOST_CLAUDE_BIN"] = str(program)  # the daemon's and its hosts'
+    return program
+
+
 @contextlib.contextmanager
 def daemon_world(home: Path) -> Iterator[DaemonWorld]:
     """A :class:`DaemonWorld` in ``home``; every daemon, host and agent started in it

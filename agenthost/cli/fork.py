@@ -26,6 +26,7 @@ from agenthost.cli.common import (
     print_json,
     remember_agent_id,
 )
+from agenthost.cli.spawnopts import check_worktree_branch
 from agenthost.errors import ForkRefused
 
 if TYPE_CHECKING:
@@ -97,13 +98,7 @@ def fork(
     if new_id == agent_id:
         raise click.UsageError("NEW must be another id than ID")
     if worktree:
-        from agenthost.daemon.worktrees import check_branch
-        from agenthost.errors import ConfigError
-
-        try:
-            check_branch(worktree)
-        except ConfigError as exc:
-            raise click.BadParameter(exc.message, param_hint="--worktree") from None
+        check_worktree_branch(worktree)
     root = resolve_home(home)
 
     async def parent_and_spawn() -> tuple[SpawnSpec, SpawnResponse]:

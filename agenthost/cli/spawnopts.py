@@ -134,6 +134,17 @@ def spawn_options(func: Callable[P, R]) -> Callable[P, R]:
     return agent_options(func)
 
 
+def check_worktree_branch(branch: str) -> None:
+    """A usage error for a ``--worktree`` branch git would refuse."""
+    from agenthost.daemon.worktrees import check_branch
+    from agenthost.errors import ConfigError
+
+    try:
+        check_branch(branch)
+    except ConfigError as exc:
+        raise click.BadParameter(exc.message, param_hint="--worktree") from None
+
+
 def _worktree_fields(
     worktree: str | None, repo: Path | None, setup: str | None, remote: Remote | None
 ) -> dict[str, str | None]:
@@ -169,13 +180,7 @@ def spawn_spec(
     if worktree is not None and remote is not None and repo is None:
         raise click.UsageError("--worktree with --remote needs --repo (a directory there)")
     if worktree:
-        from agenthost.daemon.worktrees import check_branch
-        from agenthost.errors import ConfigError
-
-        try:
-            check_branch(worktree)
-        except ConfigError as exc:
-            raise click.BadParameter(exc.message, param_hint="--worktree") from None
+        check_worktree_branch(worktree)
     if worktree is not None and remote is None:  # a usage error, before anything starts
         from agenthost.daemon.worktrees import find_repo
 

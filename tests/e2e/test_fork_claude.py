@@ -7,6 +7,8 @@ up to the point, and the parent's next request carries none of the forks'. Skipp
 when the CLI cannot be installed, unless ``AGENTHOST_E2E_REQUIRED=1``.
 """
 
+# ruff: noqa: F811 (the fixtures imported from asking.py are parameters of the tests)
+
 from __future__ import annotations
 
 import json
@@ -16,29 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_env import DEFAULT_MODEL, FAST_RETRY_ENV, ClaudeDirs, claude_env, temp_dirs
-from clis import require_cli
+from asking import anthropic, claude_bin, dirs  # noqa: F401 (fixtures)
+from claude_env import DEFAULT_MODEL, FAST_RETRY_ENV, ClaudeDirs, claude_env
 from fakes.anthropic import FakeAnthropic, text
 
 from daemontools import DaemonWorld, daemon_world
 from hosttools import RawConn, wait_for
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
-
-
-@pytest.fixture
-def dirs() -> Iterator[ClaudeDirs]:
-    with temp_dirs() as created:
-        yield created
-
-
-@pytest.fixture
-def server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
 
 
 @pytest.fixture
@@ -63,11 +48,11 @@ def fork(world: DaemonWorld, *args: str) -> dict[str, Any]:
     return answer
 
 
-def said(server: FakeAnthropic, last: str) -> list[str]:
+def said(anthropic: FakeAnthropic, last: str) -> list[str]:
     """The user texts of the model request whose last user message has ``last``: the
     first request of the turn that sent it."""
-    for request in server.turn_requests():
-        texts = server.user_texts(request)
+    for request in anthropic.turn_requests():
+        texts = anthropic.user_texts(request)
         if texts and last in texts[-1]:
             return texts
     raise AssertionError(f"no model request ends with {last!r}")
@@ -80,10 +65,10 @@ def first_events(sock: Path, count: int) -> list[dict[str, Any]]:
 
 
 def test_fork_continues_the_parents_conversation_up_to_the_point(
-    world: DaemonWorld, dirs: ClaudeDirs, server: FakeAnthropic
+    world: DaemonWorld, dirs: ClaudeDirs, anthropic: FakeAnthropic
 ) -> None:
-    server.add(text("A-one."), text("A-two."), text("F1-three."), text("F2-four."))
-    server.add(text("P-five."))
+    anthropic.add(text("A-one."), text("A-two."), text("F1-three."), text("F2-four."))
+    anthropic.add(text("P-five."))
     world.start_daemon("--scan-interval", "0")
     world.request(
         "daemon.spawn",
@@ -92,7 +77,7 @@ def test_fork_continues_the_parents_conversation_up_to_the_point(
             "agent": "claude",
             "cwd": str(dirs.worktree),
             "command": ["--model", DEFAULT_MODEL],
-            "env": claude_env(server.url, dirs, extra=FAST_RETRY_ENV),
+            "env": claude_env(anthropic.url, dirs, extra=FAST_RETRY_ENV),
             "budget_usd": 5.0,
         },
     )
@@ -105,18 +90,18 @@ def test_fork_continues_the_parents_conversation_up_to_the_point(
     whole = fork(world, "p", "f1")
     assert whole["forked_from"] == "p" and whole["fork"]["session_id"] == session
     turn(hosts / "f1.sock", "three: green")
-    texts = said(server, "three: green")
+    texts = said(anthropic, "three: green")
     assert any("one: red" in t for t in texts) and any("two: blue" in t for t in texts)
 
     cut = fork(world, "p", "f2", "--at", str(first["offset"]))
     assert cut["fork"]["offset"] == first["offset"] and cut["fork"]["point"]
     turn(hosts / "f2.sock", "four: white")
-    f2_texts = said(server, "four: white")
+    f2_texts = said(anthropic, "four: white")
     assert any("one: red" in t for t in f2_texts)
     assert not any("two: blue" in t for t in f2_texts)  # cut after the first turn
 
     turn(hosts / "p.sock", "five: black")
-    p_texts = said(server, "five: black")
+    p_texts = said(anthropic, "five: black")
     assert any("two: blue" in t for t in p_texts)
     assert not any(w in t for t in p_texts for w in ("three", "four"))  # untouched
 
@@ -145,11 +130,11 @@ def git(repo: Path, *args: str) -> str:
 
 
 def test_a_fork_in_a_worktree_of_its_own_continues_the_conversation(
-    world: DaemonWorld, dirs: ClaudeDirs, server: FakeAnthropic
+    world: DaemonWorld, dirs: ClaudeDirs, anthropic: FakeAnthropic
 ) -> None:
     """Claude Code keeps a session under its project's directory: the fork runs in
     another worktree, and still finds its parent's session."""
-    server.add(text("A-one."), text("F-two."))
+    anthropic.add(text("A-one."), text("F-two."))
     repo = dirs.worktree
     for args in (
         ("init", "-q", "-b", "main"),
@@ -167,7 +152,7 @@ def test_a_fork_in_a_worktree_of_its_own_continues_the_conversation(
             "worktree": "",
             "repo": str(repo),
             "command": ["--model", DEFAULT_MODEL],
-            "env": claude_env(server.url, dirs, extra=FAST_RETRY_ENV),
+            "env": claude_env(anthropic.url, dirs, extra=FAST_RETRY_ENV),
         },
     )
     hosts = world.home / "hosts"
@@ -177,5 +162,5 @@ def test_a_fork_in_a_worktree_of_its_own_continues_the_conversation(
     assert world.agents()["f"]["worktree"] == str(world.home / "worktrees" / "f")
     result = turn(hosts / "f.sock", "two: green")
     assert result["result"].get("is_error") is not True, result
-    texts = said(server, "two: green")
+    texts = said(anthropic, "two: green")
     assert any("one: red" in t for t in texts)

@@ -5,6 +5,8 @@ parent's conversation up to the point; the parent's next one none of the forks'.
 Skipped when the CLI cannot be installed, unless ``AGENTHOST_E2E_REQUIRED=1``.
 """
 
+# ruff: noqa: F811 (the fixtures imported from asking.py are parameters of the tests)
+
 from __future__ import annotations
 
 import json
@@ -13,34 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clis import require_cli
+from asking import codex, codex_bin, openai  # noqa: F401 (fixtures)
 from codex_env import CodexEnv
 from fakes.openai import FakeOpenAI
 
 from daemontools import DaemonWorld, daemon_world
 from hosttools import RawConn, wait_for
-
-
-@pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    return require_cli("codex")
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    # every answer is the default one: Codex also asks for a thread's title, at a time
-    # of its own, which would take a scripted answer meant for a turn
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture
-def codex(server: FakeOpenAI) -> Iterator[CodexEnv]:
-    env = CodexEnv.create(server.url, request_max_retries=1, stream_max_retries=1)
-    try:
-        yield env
-    finally:
-        env.cleanup()
 
 
 @pytest.fixture
@@ -67,9 +47,9 @@ def _state(sock: Path) -> str | None:
         return state
 
 
-def said(server: FakeOpenAI, last: str) -> list[str]:
+def said(openai: FakeOpenAI, last: str) -> list[str]:
     """The user texts of the conversation request whose last user text has ``last``."""
-    for call in server.responses_requests():
+    for call in openai.responses_requests():
         texts = call.user_texts()
         if texts and last in texts[-1]:
             return texts
@@ -84,7 +64,7 @@ def fork(world: DaemonWorld, *args: str) -> dict[str, Any]:
 
 
 def test_codex_fork_continues_the_thread_up_to_the_point(
-    world: DaemonWorld, codex: CodexEnv, server: FakeOpenAI
+    world: DaemonWorld, codex: CodexEnv, openai: FakeOpenAI
 ) -> None:
     world.start_daemon("--scan-interval", "0")
     world.request(
@@ -100,18 +80,18 @@ def test_codex_fork_continues_the_thread_up_to_the_point(
     whole = fork(world, "p", "f1")
     assert whole["fork"]["session_id"] == thread and "point" not in whole["fork"]
     turn(hosts / "f1.sock", "three: green")
-    texts = said(server, "three: green")
+    texts = said(openai, "three: green")
     assert any("one: red" in t for t in texts) and any("two: blue" in t for t in texts)
 
     cut = fork(world, "p", "f2", "--at", str(first["offset"]))
     assert cut["fork"]["point"]  # the first turn's id
     turn(hosts / "f2.sock", "four: white")
-    texts = said(server, "four: white")
+    texts = said(openai, "four: white")
     assert any("one: red" in t for t in texts)
     assert not any("two: blue" in t for t in texts)
 
     turn(hosts / "p.sock", "five: black")
-    texts = said(server, "five: black")
+    texts = said(openai, "five: black")
     assert any("two: blue" in t for t in texts)
     assert not any(w in t for t in texts for w in ("three", "four"))
 

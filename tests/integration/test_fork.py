@@ -16,20 +16,14 @@ from typing import Any
 
 import pytest
 
-from daemontools import DaemonWorld, daemon_world
-from hosttools import PY, RawConn, wait_for
-
-FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_claude.py"
+from daemontools import DaemonWorld, daemon_world, use_fake_claude
+from hosttools import RawConn, wait_for
 
 
 @pytest.fixture
 def world(home: Path) -> Iterator[DaemonWorld]:
     with daemon_world(home) as started:
-        program = home / "bin" / "claude"
-        program.parent.mkdir()
-        program.write_text(f'#!/bin/sh\nexec {PY} {FAKE} "$@"\n')
-        program.chmod(0o755)
-        started.env["AGENTHOST_CLAUDE_BIN"] = str(program)
+        use_fake_claude(started)
         started.start_daemon("--scan-interval", "0")
         yield started
 
