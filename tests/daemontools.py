@@ -368,6 +368,16 @@ class StreamCollector:
         self.conn.close()
 
 
+def agent_status(world: DaemonWorld, agent_id: str) -> dict[str, Any]:
+    """The ``agent`` of the agent's ``host.status``; {} while no host answers."""
+    try:
+        with RawConn(world.home / "hosts" / f"{agent_id}.sock") as conn:
+            answer = conn.request("host.status")
+    except OSError:
+        return {}
+    return answer["payload"]["agent"] if answer["success"] else {}
+
+
 FAKE_CLAUDE = TESTS / "fixtures" / "fake_claude.py"
 
 

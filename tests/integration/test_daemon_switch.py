@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from daemontools import DaemonWorld, daemon_world, use_fake_claude
+from daemontools import DaemonWorld, agent_status, daemon_world, use_fake_claude
 from hosttools import RawConn, wait_for
 
 
@@ -46,12 +46,7 @@ def spawn(world: DaemonWorld, agent_id: str = "c1", agent: str = "claude") -> No
 
 
 def status(world: DaemonWorld, agent_id: str = "c1") -> dict[str, Any]:
-    try:
-        with RawConn(sock(world, agent_id)) as conn:
-            answer = conn.request("host.status")
-    except OSError:
-        return {}
-    return answer["payload"]["agent"] if answer["success"] else {}
+    return agent_status(world, agent_id)
 
 
 def turn(world: DaemonWorld, message: str, agent_id: str = "c1") -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from daemontools import DaemonWorld, daemon_world, use_fake_claude
+from daemontools import DaemonWorld, agent_status, daemon_world, use_fake_claude
 from hosttools import RawConn, wait_for
 
 
@@ -30,15 +30,6 @@ def world(home: Path) -> Iterator[DaemonWorld]:
 
 def sock(world: DaemonWorld, agent_id: str) -> Path:
     return world.home / "hosts" / f"{agent_id}.sock"
-
-
-def agent_status(world: DaemonWorld, agent_id: str) -> dict[str, Any]:
-    try:
-        with RawConn(sock(world, agent_id)) as conn:
-            answer = conn.request("host.status")
-    except OSError:
-        return {}
-    return answer["payload"]["agent"] if answer["success"] else {}
 
 
 def spawn(world: DaemonWorld, agent_id: str, agent: str = "claude", **spec: Any) -> None:

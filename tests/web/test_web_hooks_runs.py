@@ -9,9 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,8 @@ import httpx
 import pytest
 
 from daemontools import DaemonWorld
-from hosttools import DEADLINE, PY, wait_for
+from hosttools import wait_for
+from webtools import gateway_of
 
 SECRET = "the-secret-of-the-review-hook-0123456789"
 
@@ -28,20 +26,8 @@ SECRET = "the-secret-of-the-review-hook-0123456789"
 @pytest.fixture
 def served(world: DaemonWorld, tmp_path: Path) -> Iterator[tuple[httpx.Client, str]]:
     """A gateway on ``world``'s home: a client without credentials, and an admin token."""
-    added = world.cli("web", "token", "add", "ops", "--scope", "admin")
-    assert added.returncode == 0, added.stderr
-    log = world.home / "web.log"
-    argv = [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0"]
-    gateway = world.reaper.spawn(argv, world.env, log)
-    try:
-        found = wait_for(
-            lambda: re.search(r"listening on (\S+)", log.read_text()), what="the gateway"
-        )
-        with httpx.Client(base_url=found.group(1), timeout=60) as api:
-            yield api, added.stdout.strip()
-    finally:
-        os.kill(gateway, signal.SIGTERM)
-        assert world.reaper.wait_exit(gateway, DEADLINE) == 0
+    with gateway_of(world) as (url, token, log), httpx.Client(base_url=url, timeout=60) as api:
+        yield api, token
     text = log.read_text()
     assert SECRET not in text  # neither the secret nor a body in the log
     assert "Please review" not in text

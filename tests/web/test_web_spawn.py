@@ -4,30 +4,18 @@ the daemon it starts (and the hosts) end with the test."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 from pathlib import Path
 
 import httpx
 
 from daemontools import DaemonWorld
-from hosttools import DEADLINE, PY, wait_for
+from webtools import gateway_of
 
 
 def test_spawn_starts_the_daemon_and_the_agent_answers(world: DaemonWorld, tmp_path: Path) -> None:
-    added = world.cli("web", "token", "add", "ops", "--scope", "admin")
-    assert added.returncode == 0, added.stderr
-    token = added.stdout.strip()
-    log = world.home / "web.log"
-    argv = [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0"]
-    gateway = world.reaper.spawn(argv, world.env, log)
-    try:
-        found = wait_for(
-            lambda: re.search(r"listening on (\S+)", log.read_text()), what="the gateway"
-        )
+    with gateway_of(world) as (url, token, _log):
         headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=found.group(1), headers=headers, timeout=60) as api:
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as api:
             spec = {"agent_id": "sp1", "cwd": str(tmp_path), "project": "web",
                     "task": "spawned over HTTP", "restart": "on-failure"}  # fmt: skip
             answer = api.post("/api/agents", json=spec)
@@ -43,6 +31,3 @@ def test_spawn_starts_the_daemon_and_the_agent_answers(world: DaemonWorld, tmp_p
             assert again.status_code == 409, again.text
             second = api.post("/api/agents", json={"agent_id": "sp2", "agent": "demo"})
             assert second.status_code == 201 and "daemon_started" not in second.json()
-    finally:
-        os.kill(gateway, signal.SIGTERM)
-        assert world.reaper.wait_exit(gateway, DEADLINE) == 0

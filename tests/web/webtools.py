@@ -4,8 +4,10 @@ reader. Nothing sleeps to synchronise: lines are read with a deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -19,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from hosttools import DEADLINE, PY, HostProc
+from daemontools import DaemonWorld
+from hosttools import DEADLINE, PY, HostProc, wait_for
 
 HostFactory = Callable[..., HostProc]
 
@@ -221,3 +224,22 @@ def head(host: HostProc) -> int:
     with host.raw() as conn:
         offset: int = conn.request("host.history", {"limit": 1})["payload"]["offset"]
     return offset
+
+
+@contextlib.contextmanager
+def gateway_of(world: DaemonWorld) -> Iterator[tuple[str, str, Path]]:
+    """A gateway on ``world``'s home, started under its reaper: its URL, an admin token,
+    and its log. Stopped with SIGTERM at the end, which it must survive cleanly."""
+    added = world.cli("web", "token", "add", "ops", "--scope", "admin")
+    assert added.returncode == 0, added.stderr
+    log = world.home / "web.log"
+    argv = [PY, "-m", "agenthost", "web", "--listen", "127.0.0.1:0"]
+    gateway = world.reaper.spawn(argv, world.env, log)
+    try:
+        found = wait_for(
+            lambda: re.search(r"listening on (\S+)", log.read_text()), what="the gateway"
+        )
+        yield found.group(1), added.stdout.strip(), log
+    finally:
+        os.kill(gateway, signal.SIGTERM)
+        assert world.reaper.wait_exit(gateway, DEADLINE) == 0
