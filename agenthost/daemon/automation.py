@@ -372,8 +372,10 @@ class Automation:
                 "name": run.name,
                 "run_id": str(run.run_id),
                 "reason": f"run {run.run_id} of the {run.source} {run.name}",
-                **{k: v for k, v in run.detail.items() if k in ("due_at", "delivery", "event")},
+                **{k: v for k, v in run.detail.items() if k in ("due_at", "event", "action")},
             }
+            if run.source == "hook" and run.key:
+                origin["delivery"] = run.key
             offset = await self.agents.send(agent_id, message, f"run-{run.run_id}", origin)
         except (AgentHostError, OSError, TimeoutError) as exc:
             reason = exc.message if isinstance(exc, AgentHostError) else str(exc) or repr(exc)

@@ -76,6 +76,7 @@ def test_a_run_sends_to_an_agent_records_it_in_its_journal_and_a_replay_is_ignor
     governance = record["governance"]
     assert governance["action"] == "triggered" and governance["actor"] == "hook:review"
     assert governance["run_id"] == str(run_id) and governance["event"] == "pull_request"
+    assert governance["delivery"] == "delivery-1"
 
 
 def test_a_run_to_an_agent_that_does_not_run_fails_and_a_redelivery_runs_again(
