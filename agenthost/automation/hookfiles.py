@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from agenthost.automation.model import RunTarget
 from agenthost.automation.webhooks import Template, parse_event, parse_template
+from agenthost.daemon.spec import REDACTED
 from agenthost.errors import ConfigError, InvalidAgentId
 from agenthost.homefiles import read_checked
 from agenthost.paths import ensure_private_dir, validate_agent_id, webhooks_dir
@@ -78,10 +79,19 @@ class Hook:
         return {
             "name": self.name,
             "path": self.path,
-            "target": self.target,
+            "target": shown_target(self.target),
             "template": self.template.text,
             "events": list(self.events),
         }
+
+
+def shown_target(target: dict[str, Any]) -> dict[str, Any]:
+    """The target as it is shown: a new agent's ``env`` names, not their values (API
+    keys, tokens), as ``daemon.list`` shows a spec."""
+    new = target.get("new")
+    if not isinstance(new, dict) or not isinstance(new.get("env"), dict):
+        return target
+    return {**target, "new": {**new, "env": dict.fromkeys(new["env"], REDACTED)}}
 
 
 def check_target(target: object) -> dict[str, Any]:

@@ -40,8 +40,8 @@ from agenthost.automation.model import (
     ScheduleSpec,
 )
 from agenthost.automation.plan import TurnEnd, Turns, decide
-from agenthost.daemon.registry import redacted
 from agenthost.daemon.runstore import RunStore, Schedule
+from agenthost.daemon.spec import redacted
 from agenthost.errors import (
     AgentHostError,
     AgentNotRunning,

@@ -26,6 +26,8 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from agenthost.daemon.protocol import AgentStatus, DaemonAgent, SpawnSpec
+from agenthost.daemon.spec import REDACTED as REDACTED
+from agenthost.daemon.spec import redacted as redacted
 from agenthost.errors import RegistryError
 from agenthost.privatedb import open_private, open_readonly
 
@@ -403,18 +405,6 @@ def _spec(text: str | None) -> SpawnSpec | None:
         return SpawnSpec.model_validate_json(text) if text else None
     except ValidationError:
         return None  # a spec this version cannot read: the agent is still listed
-
-
-REDACTED: Final = "<redacted>"
-
-
-def redacted(spec: SpawnSpec | None) -> SpawnSpec | None:
-    """``spec`` as ``daemon.list`` shows it: the names of the agent's extra environment
-    variables but not their values (API keys, tokens). The registry keeps the values,
-    for restarts; it is private to the user (0600 in a 0700 home)."""
-    if spec is None or not spec.env:
-        return spec
-    return spec.model_copy(update={"env": dict.fromkeys(spec.env, REDACTED)})
 
 
 def _forked_from(record: AgentRecord) -> str | None:

@@ -6,7 +6,7 @@ on a spec (automation's run targets) can be imported by the protocol's message t
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
@@ -130,3 +130,15 @@ class SpawnSpec(PeerModel):
             except ConfigError as exc:
                 raise ValueError(exc.message) from None
         return value
+
+
+REDACTED: Final = "<redacted>"
+
+
+def redacted(spec: SpawnSpec | None) -> SpawnSpec | None:
+    """``spec`` as ``daemon.list`` shows it: the names of the agent's extra environment
+    variables but not their values (API keys, tokens). The registry keeps the values,
+    for restarts; it is private to the user (0600 in a 0700 home)."""
+    if spec is None or not spec.env:
+        return spec
+    return spec.model_copy(update={"env": dict.fromkeys(spec.env, REDACTED)})

@@ -206,6 +206,8 @@ def test_api_hooks_lists_them_for_a_read_token(hooked: Gateway, tmp_path: Path) 
         "--new",
         "--agent",
         "demo",
+        "--env",
+        "DEPLOY_TOKEN=tok-0123456789",
         "Build {ref}",
     )
     reader = hooked.add_token("reader", "read")
@@ -217,6 +219,12 @@ def test_api_hooks_lists_them_for_a_read_token(hooked: Gateway, tmp_path: Path) 
     assert hooks["nightly"]["target"]["new"]["agent_id"] == "night"
     assert hooks["nightly"]["path"] == "/hooks/nightly"
     assert SECRET not in listed.text
+    # a new agent's environment values are not for a read token, nor for a terminal
+    assert hooks["nightly"]["target"]["new"]["env"] == {"DEPLOY_TOKEN": "<redacted>"}
+    assert "tok-0123456789" not in listed.text
+    shown = hook_cli(hooked.home, "list", "--json")
+    assert shown.returncode == 0 and "tok-0123456789" not in shown.stdout
+    assert "DEPLOY_TOKEN" in shown.stdout
 
 
 def test_an_untrusted_definition_is_refused_with_500_and_logged(hooked: Gateway) -> None:
