@@ -92,6 +92,8 @@ class Turns:
     the stream has already seen answered ends its run as soon as the run claims it."""
 
     ANSWERED_KEPT: Final = 256
+    OPEN_KEPT: Final = 1024
+    """Messages of others kept open at most: they only matter to runs sent after them."""
 
     def __init__(self) -> None:
         self._open: dict[int, int | None] = {}  # offset -> run_id, oldest first
@@ -109,6 +111,9 @@ class Turns:
             return [(run_id, self._answered[offset])] if run_id is not None else []
         if run_id is not None or offset not in self._open:
             self._open[offset] = run_id
+        if len(self._open) > self.OPEN_KEPT:  # an agent that never goes idle (lines)
+            for old in [o for o, r in self._open.items() if r is None][: self.OPEN_KEPT // 2]:
+                del self._open[old]
         return []
 
     def turn(self, *, failed: bool) -> None:

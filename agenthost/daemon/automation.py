@@ -367,6 +367,7 @@ class Automation:
                     await self.agents.wait_serving(agent_id, SERVE_WAIT)
             elif self.agents.state(agent_id) is None:
                 raise AgentNotRunning(f"agent {agent_id} is not running")
+            self._turns(agent_id)  # from now on its stream is followed for the answer
             origin = {
                 "source": run.source,
                 "name": run.name,
@@ -400,13 +401,13 @@ class Automation:
     def on_event(self, agent_id: str, event: StreamEvent) -> None:
         """Every event of every agent the daemon follows (cheap when no run waits)."""
         kind = event.type
+        turns = self.turns.get(agent_id)
+        if turns is None:  # no run was ever sent to it: nothing to follow
+            return
         if kind == "chat_entry":
             entry = event.chat_entry
             if entry is not None and entry.role == "user":
-                self._turns(agent_id).message(event.offset)
-            return
-        turns = self.turns.get(agent_id)
-        if turns is None:
+                turns.message(event.offset)
             return
         if kind == "result":
             turns.turn(failed=bool(event.result and event.result.get("is_error") is True))

@@ -163,3 +163,12 @@ def test_the_stream_and_the_run_claim_the_same_message_once() -> None:
     assert turns.waiting == [2]
     assert turns.idle(float("inf"), stopped=True) == [(2, "stopped")]
     assert turns.idle(10) == []
+
+
+def test_an_agent_that_never_goes_idle_does_not_grow_the_open_messages() -> None:
+    turns = Turns()
+    turns.message(0, run_id=1)
+    for offset in range(1, 10_000):
+        turns.message(offset)
+    assert len(turns._open) <= Turns.OPEN_KEPT + 1  # noqa: SLF001 - the bound is the point
+    assert turns.waiting == [1]  # a run's message is never dropped
