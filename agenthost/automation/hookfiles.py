@@ -40,6 +40,7 @@ from agenthost.errors import ConfigError, InvalidAgentId
 from agenthost.homefiles import read_checked
 from agenthost.paths import ensure_private_dir, validate_agent_id, webhooks_dir
 from agenthost.secretfile import MAX_SECRET, write_private
+from agenthost.wire.codec import first_problem
 
 DEFINITION_LIMIT: Final = 64 * 1024
 MIN_SECRET: Final = 16
@@ -102,9 +103,8 @@ def check_target(target: object) -> dict[str, Any]:
     try:
         RunTarget.model_validate(target)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "target"
-        raise ConfigError(f"the target's {where}: {first['msg']}") from None
+        where, text = first_problem(exc)
+        raise ConfigError(f"the target's {where or 'target'}: {text}") from None
     return target
 
 

@@ -161,12 +161,12 @@ def _model(cls: Callable[..., T], **fields: Any) -> T:
     """The model, or a usage error saying what is wrong (a cron expression, a zone...)."""
     from pydantic import ValidationError
 
+    from agenthost.wire.codec import first_problem
+
     try:
         return cls(**fields)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        text = str(error["msg"]).removeprefix("Value error, ")
+        where, text = first_problem(exc)
         raise click.UsageError(f"{where}: {text}" if where else text) from None
 
 

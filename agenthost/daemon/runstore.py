@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -49,15 +50,13 @@ CREATE INDEX IF NOT EXISTS runs_by_name ON runs (source, name, run_id);
 """
 
 
+@dataclass(slots=True)
 class Schedule:
     """One row of ``schedules``."""
 
-    __slots__ = ("created_at", "next_at", "spec")
-
-    def __init__(self, spec: ScheduleSpec, next_at: float | None, created_at: float) -> None:
-        self.spec = spec
-        self.next_at = next_at
-        self.created_at = created_at
+    spec: ScheduleSpec
+    next_at: float | None
+    created_at: float
 
 
 class RunStore:

@@ -304,6 +304,15 @@ def describe_validation(exc: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts)
 
 
+def first_problem(exc: ValidationError) -> tuple[str, str]:
+    """Where the first problem of a validation error is (dotted, ``""`` for the whole
+    object) and what it is, without pydantic's ``Value error, `` before the reason one
+    of our validators gave: for messages that name one problem to a person."""
+    err = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return where, str(err["msg"]).removeprefix("Value error, ")
+
+
 M = TypeVar("M", bound="BaseModel")
 
 
